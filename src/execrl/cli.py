@@ -1,0 +1,52 @@
+"""The one command, ``execrl``, with subcommands.
+
+Each area owns its subcommands in its own ``cli.py`` exposing ``register(subparsers)``; this file only
+lists them. Those modules must stay cheap to import (no torch at module level) so that ``execrl --help``
+and ``execrl sandbox run`` start fast; heavy imports happen inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Modules that add subcommands, in the order they appear in --help.
+COMMAND_MODULES: tuple[str, ...] = (
+    "execrl.recipes.cli",  # train, eval, compare
+    "execrl.telemetry.cli",  # monitor
+    "execrl.sandbox.cli",  # sandbox run|serve
+    "execrl.tasks.cli",  # tasks ls|check|overlap
+    "execrl.rewards.cli",  # rewards ls|score
+    "execrl.bench.cli",  # bench sandbox|rewards|rollout|train
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="execrl", description="RL post-training of LLMs from execution feedback."
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:  # a real missing dependency inside the module: surface it
+                raise
+            continue  # area not built yet
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

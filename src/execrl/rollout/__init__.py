@@ -1,0 +1,1 @@
+"""execrl.rollout."""
