@@ -1,1 +1,5 @@
-"""execrl.scheduler."""
+"""Which tasks each step trains on: the multi-domain task mixture."""
+
+from execrl.scheduler.mixture import MixtureSampler
+
+__all__ = ["MixtureSampler"]

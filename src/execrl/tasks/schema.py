@@ -87,3 +87,10 @@ class Task:
     hidden_tests: tuple[TestCase, ...] = ()
     reference_solution: str | None = None  # a model-style answer that must score full reward
     wrong_solution: str | None = None  # a plausible wrong answer that must not
+
+
+def prompt_for_chat(prompt: str | tuple[ChatMessage, ...]) -> str | list[dict[str, str]]:
+    """The prompt in the form chat templates take: a string (one user turn) or role/content dicts."""
+    if isinstance(prompt, str):
+        return prompt
+    return [{"role": m.role, "content": m.content} for m in prompt]

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Install everything (Python packages into .venv, plus Debian's chromium and bubblewrap when root), then
+# run the linters and the whole test suite. .ci/run calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --system
+.venv/bin/ruff check src tests
+.venv/bin/mypy
+.venv/bin/python -m pytest -q "$@"

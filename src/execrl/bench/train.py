@@ -1,0 +1,397 @@
+"""`execrl bench train`: one GRPO training step of execrl vs TRL's ``GRPOTrainer``, same run, same work.
+
+Both sides train SmolLM2-135M-Instruct (float32, CPU, same torch thread count) on the same prompts (built-in
+``functions`` tasks, one user message each, rendered with the chat template), sample ``--samples``
+completions of up to ``--max-new-tokens`` tokens per prompt at temperature 1 (no top-k/top-p), score them
+with the same reward function (execrl's code reward: the completion's code runs against the task's tests
+in execrl's sandbox), and take one AdamW step per batch with the same learning rate, no KL term, clip 0.2.
+
+What one step is on each side:
+
+- execrl (the loop of ``recipes/grpo.py``): encode prompts, ``HFEngine`` group sampling (one prefill per
+  prompt shared by its samples, finished rows dropped), sandbox scoring, GRPO advantages, a no-grad forward
+  for the old log-probs (``prepare_batch``; TRL skips it in this setting), forward + backward + step.
+- TRL: tokenise prompts, ``model.generate`` (each prompt prefilled once per sample), the same reward,
+  advantages, forward + backward + step (old log-probs are ``per_token_logps.detach()`` with one iteration).
+
+Timing: each side runs ``--steps`` + 1 steps; the first (warm-up; TRL also records its batch there) is
+excluded. A step is measured from before generation to after the optimizer step (TRL: ``on_step_begin`` to
+``on_step_end``). The two sides sample different completions, so their token counts differ; both are
+reported. The sides run one after the other in one process; the machine may be shared (load is reported).
+
+Loss agreement: TRL's first batch (prompt/completion ids, masks, rewards) and the loss TRL returned on it
+are captured; execrl's update step (``prepare_batch`` + ``policy_update``, advantages with TRL's std epsilon
+1e-4) is run on exactly those completions from a fresh copy of the initial weights. Loss types map as
+TRL ``dapo``/``bnpo`` -> ``token-mean``, ``grpo`` -> ``seq-mean-token-mean``, ``dr_grpo`` ->
+``seq-mean-token-sum-norm`` divided by sequences with ``max_completion_length``. Limit, stated plainly:
+with one iteration the importance ratio is exactly 1, so the loss VALUE only checks advantages and
+aggregation (it equals -sum A_i |o_i| / T for token-mean); the gradient norm and the per-token
+log-probs are reported too, and they check the forward/backward path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from execrl.bench._trl_side import CapturedBatch, LossCheck
+    from execrl.rewards import RewardConfig, Score
+    from execrl.sandbox import Sandbox
+    from execrl.tasks import Task
+    from execrl.trainer import TrainerConfig
+
+__all__ = ["CodeReward", "SideTiming", "add_arguments", "pick_tasks", "run", "run_execrl"]
+
+LOSS_TYPES = ("dapo", "bnpo", "grpo", "dr_grpo")  # TRL loss types execrl reproduces (see _trl_side)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", type=Path, default=None, help="write the results as JSON here")
+    parser.add_argument(
+        "--steps", type=int, default=3, help="timed steps per side, after 1 warm-up (default 3)"
+    )
+    parser.add_argument("--prompts", type=int, default=4, help="prompts per step (default 4)")
+    parser.add_argument("--samples", type=int, default=4, help="samples per prompt (default 4)")
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="tokens per completion (default 64)")
+    parser.add_argument(
+        "--loss-type",
+        choices=LOSS_TYPES,
+        default="dapo",
+        help="TRL loss_type of the run (default TRL's 'dapo'); every type's loss is checked on the first batch",
+    )
+    parser.add_argument(
+        "--old-logprobs",
+        choices=("recompute", "rollout"),
+        default="recompute",
+        help="execrl's behaviour log-probs: 'recompute' with a no-grad forward as recipes/grpo.py does "
+        "(default), or take the engine's sampling log-probs (no extra forward, like TRL's skip)",
+    )
+    parser.add_argument("--learning-rate", type=float, default=1e-6, help="both sides (default 1e-6)")
+    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads for both sides")
+    parser.add_argument("--model-dir", type=Path, default=None, help="model directory (default: SmolLM2)")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+@dataclass(frozen=True)
+class CodeReward:
+    """The reward both sides call: execrl's ``score_batch`` in one shared sandbox."""
+
+    tasks: tuple[Task, ...]
+    sandbox: Sandbox
+    config: RewardConfig
+
+    def score(self, task_indices: Sequence[int], texts: Sequence[str]) -> list[Score]:
+        from execrl.rewards import score_batch
+
+        return score_batch(
+            [self.tasks[i] for i in task_indices], list(texts), sandbox=self.sandbox, config=self.config
+        )
+
+    def rewards(self, task_indices: Sequence[int], texts: Sequence[str]) -> list[float]:
+        return [s.reward for s in self.score(task_indices, texts)]
+
+
+def pick_tasks(tasks: Sequence[Task], count: int) -> tuple[Task, ...]:
+    """The ``count`` easiest tasks, one per family (deterministic: sorted by difficulty, then id)."""
+    chosen: list[Task] = []
+    families: set[str] = set()
+    for task in sorted(tasks, key=lambda t: (t.metadata.difficulty, t.id)):
+        if task.metadata.family not in families:
+            chosen.append(task)
+            families.add(task.metadata.family)
+        if len(chosen) == count:
+            return tuple(chosen)
+    raise ValueError(f"--prompts={count}, but the suite has only {len(chosen)} task families")
+
+
+@dataclass(frozen=True)
+class SideTiming:
+    step_times_s: tuple[float, ...]  # every step, warm-up first
+    generated_tokens: tuple[int, ...]
+    warmup_steps: int
+
+    @property
+    def timed_s(self) -> tuple[float, ...]:
+        return self.step_times_s[self.warmup_steps :]
+
+    @property
+    def step_s(self) -> float:
+        return statistics.median(self.timed_s)
+
+    def summary(self) -> dict[str, Any]:
+        timed_tokens = self.generated_tokens[self.warmup_steps :]
+        return {
+            "step_s": self.step_s,
+            "step_s_mean": statistics.fmean(self.timed_s),
+            "step_times_s": list(self.step_times_s),
+            "warmup_steps_excluded": self.warmup_steps,
+            "generated_tokens": list(self.generated_tokens),
+            "generated_tokens_per_timed_step": statistics.fmean(timed_tokens),
+            "tokens_per_s": sum(timed_tokens) / sum(self.timed_s),
+        }
+
+
+def run_execrl(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    reward: CodeReward,
+    config: TrainerConfig,
+    args: argparse.Namespace,
+) -> SideTiming:
+    """The step of ``recipes/grpo.py`` (rollout, sandbox scoring, advantages, update), ``--steps`` + 1 times."""
+    import torch
+
+    from execrl.recipes.batch import to_train_batch
+    from execrl.rollout import SamplingParams, create_engine, encode_prompts
+    from execrl.trainer import (
+        build_optimizer,
+        build_scheduler,
+        compute_advantages,
+        policy_update,
+        prepare_batch,
+    )
+
+    engine = create_engine("hf", model=model, tokenizer=tokenizer)
+    optimizer = build_optimizer(model, config)
+    scheduler = build_scheduler(optimizer, config)
+    times: list[float] = []
+    tokens: list[int] = []
+    for step in range(args.steps + 1):
+        start = time.perf_counter()
+        params = SamplingParams(
+            samples_per_prompt=args.samples,
+            max_new_tokens=args.max_new_tokens,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            seed=args.seed * 1_000_003 + step,
+        )
+        rollout = engine.generate(encode_prompts(tokenizer, [t.prompt for t in reward.tasks]), params)
+        scores = reward.score(rollout.group_index.tolist(), rollout.texts)
+        rewards = torch.tensor([s.reward for s in scores], dtype=torch.float64)  # [N]
+        valid = torch.tensor([s.valid for s in scores], dtype=torch.bool)  # [N]
+        advantages = compute_advantages(
+            config.advantage_estimator,
+            rewards,
+            group_ids=rollout.group_index,
+            valid=valid,
+            eps=config.advantage_std_eps,
+        )
+        from_rollout = args.old_logprobs == "rollout"
+        batch = to_train_batch(rollout, advantages, valid, old_logprobs_from_rollout=from_rollout)
+        batch = prepare_batch(model, batch, config)
+        policy_update(model, optimizer, scheduler, batch, config)
+        times.append(time.perf_counter() - start)
+        tokens.append(rollout.stats.generated_tokens)
+        _progress("execrl", step, times[-1], tokens[-1])
+    return SideTiming(step_times_s=tuple(times), generated_tokens=tuple(tokens), warmup_steps=1)
+
+
+def _progress(side: str, step: int, seconds: float, tokens: int) -> None:
+    label = "warm-up" if step == 0 else f"step {step}"
+    print(f"[bench train] {side} {label}: {seconds:.2f} s, {tokens} tokens", file=sys.stderr, flush=True)
+
+
+def _reward_config() -> RewardConfig:
+    """Partial credit plus penalties, so that a group of short completions rarely has all-equal rewards."""
+    from execrl.rewards import RewardConfig
+
+    return RewardConfig(mode="partial", no_code_penalty=0.5, syntax_error_penalty=0.25)
+
+
+def _notes(args: argparse.Namespace) -> list[str]:
+    old = (
+        "no-grad old-log-prob forward (prepare_batch, as recipes/grpo.py does; TRL skips it)"
+        if args.old_logprobs == "recompute"
+        else "old log-probs taken from the engine (--old-logprobs rollout; recipes/grpo.py recomputes them)"
+    )
+    return [
+        "execrl step = encode prompts + HFEngine group sampling (one shared prefill per prompt, finished rows "
+        f"dropped) + sandbox scoring + GRPO advantages + {old} + forward/backward/AdamW step",
+        "TRL step = tokenise prompts + model.generate (prompt prefilled per sample) + the same reward + "
+        "advantages + forward/backward/AdamW step (old log-probs = detached current ones, num_iterations=1)",
+        "same reward callable on both sides: execrl.rewards.score_batch in one shared sandbox "
+        "(mode=partial, no_code_penalty=0.5, syntax_error_penalty=0.25)",
+        f"torch threads = {args.threads} for both; float32; TRL bf16 and gradient checkpointing off, "
+        "constant LR, no logging/saving",
+        "one warm-up step per side excluded (TRL's warm-up also records the loss-check batch); the sides run "
+        "sequentially in one process and sample different completions (token counts differ)",
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from execrl.bench._trl_side import check_loss_agreement, execrl_trainer_config
+    from execrl.rollout import load_model_and_tokenizer
+    from execrl.rollout.models import default_model_dir
+    from execrl.tasks import load_suite
+
+    if min(args.steps, args.prompts, args.samples, args.max_new_tokens, args.threads) < 1 or args.samples < 2:
+        raise SystemExit("--steps, --prompts, --max-new-tokens, --threads must be >= 1 and --samples >= 2")
+    torch.set_num_threads(args.threads)
+    model_dir = args.model_dir or default_model_dir()
+    tasks = pick_tasks(load_suite("functions", "train"), args.prompts)
+    config = execrl_trainer_config(
+        args.loss_type, learning_rate=args.learning_rate, max_new_tokens=args.max_new_tokens
+    )
+    load_before = os.getloadavg()[0]
+    started = time.perf_counter()
+    ours, theirs, captured = _run_sides(model_dir, tasks, config, args)
+    initial, _ = load_model_and_tokenizer(model_dir)
+    checks = check_loss_agreement(initial, captured, learning_rate=args.learning_rate)
+    report = _report(args, model_dir, tasks, ours, theirs, checks)
+    report["first_batch_rewards"] = [float(r) for r in captured.rewards]
+    report["wall_s"] = time.perf_counter() - started
+    report["host"]["load_avg_1m_before"] = load_before
+    _print_table(report, checks)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0 if all(c.ok for c in checks) else 1
+
+
+def _run_sides(
+    model_dir: Path, tasks: tuple[Task, ...], config: TrainerConfig, args: argparse.Namespace
+) -> tuple[SideTiming, SideTiming, CapturedBatch]:
+    """execrl's loop, then TRL's trainer, each on its own fresh copy of the model, one shared sandbox."""
+    from execrl.bench._trl_side import TRLSettings, run_trl
+    from execrl.rollout import load_model_and_tokenizer
+    from execrl.sandbox import Sandbox, SandboxConfig
+
+    with Sandbox(SandboxConfig(workers=2)) as sandbox:
+        reward = CodeReward(tasks=tasks, sandbox=sandbox, config=_reward_config())
+        model, tokenizer = load_model_and_tokenizer(model_dir)
+        ours = run_execrl(model, tokenizer, reward, config, args)
+        del model
+        gc.collect()
+        trl_model, _ = load_model_and_tokenizer(model_dir)
+        settings = TRLSettings(
+            loss_type=args.loss_type,
+            learning_rate=args.learning_rate,
+            prompts=args.prompts,
+            samples_per_prompt=args.samples,
+            max_new_tokens=args.max_new_tokens,
+            total_steps=args.steps + 1,
+            seed=args.seed,
+        )
+        prompts = [t.prompt for t in tasks]
+        with tempfile.TemporaryDirectory(prefix="execrl-bench-trl-") as out_dir:
+            result = run_trl(trl_model, tokenizer, prompts, reward.rewards, settings, Path(out_dir))
+    del trl_model
+    gc.collect()
+    theirs = SideTiming(result.step_times_s, result.generated_tokens, warmup_steps=1)
+    return ours, theirs, result.captured
+
+
+def _report(
+    args: argparse.Namespace,
+    model_dir: Path,
+    tasks: tuple[Task, ...],
+    ours: SideTiming,
+    theirs: SideTiming,
+    checks: Sequence[LossCheck],
+) -> dict[str, Any]:
+    import torch
+    import transformers
+    import trl
+
+    return {
+        "benchmark": "train",
+        "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+        "model_dir": str(model_dir),
+        "tasks": [t.id for t in tasks],
+        "prompts": args.prompts,
+        "samples_per_prompt": args.samples,
+        "max_new_tokens": args.max_new_tokens,
+        "loss_type": args.loss_type,
+        "execrl_old_logprobs": args.old_logprobs,
+        "learning_rate": args.learning_rate,
+        "threads": args.threads,
+        "steps_timed": args.steps,
+        "execrl": ours.summary(),
+        "trl": theirs.summary(),
+        "execrl_step_s": ours.step_s,
+        "trl_step_s": theirs.step_s,
+        "ratio_vs_trl": theirs.step_s / ours.step_s,
+        "loss_checks": [asdict(c) for c in checks],
+        **_headline_check(checks, args.loss_type),
+        "notes": _notes(args),
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "trl": trl.__version__,
+        },
+        "host": {
+            "cpus": os.cpu_count(),
+            "machine": platform.machine(),
+            "load_avg_1m_after": os.getloadavg()[0],
+        },
+    }
+
+
+def _headline_check(checks: Sequence[LossCheck], loss_type: str) -> dict[str, Any]:
+    check = next(c for c in checks if c.loss_type == loss_type)
+    return {
+        "loss_trl": check.loss_trl,
+        "loss_execrl": check.loss_execrl,
+        "loss_abs_diff": check.loss_abs_diff,
+        "loss_agree": check.ok,
+        "grad_norm_trl": check.grad_norm_trl,
+        "grad_norm_execrl": check.grad_norm_execrl,
+        "logprob_max_abs_diff": check.logprob_max_abs_diff,
+    }
+
+
+def _print_table(report: dict[str, Any], checks: Sequence[LossCheck]) -> None:
+    print(
+        f"execrl bench train: {report['prompts']} prompts x {report['samples_per_prompt']} samples x "
+        f"{report['max_new_tokens']} new tokens, {report['threads']} threads, loss_type {report['loss_type']}, "
+        f"{report['steps_timed']} timed steps (+1 warm-up)"
+    )
+    print(f"{'side':<8} {'step_s':>8} {'steps (s)':<28} {'tokens/step':>11} {'tok/s':>7}")
+    for side in ("execrl", "trl"):
+        s = report[side]
+        steps = ", ".join(f"{t:.2f}" for t in s["step_times_s"][s["warmup_steps_excluded"] :])
+        print(
+            f"{side:<8} {s['step_s']:>8.2f} {steps:<28} {s['generated_tokens_per_timed_step']:>11.0f} "
+            f"{s['tokens_per_s']:>7.1f}"
+        )
+    print(f"ratio_vs_trl (TRL step_s / execrl step_s): {report['ratio_vs_trl']:.2f}x")
+    print("loss on TRL's first batch (initial weights):")
+    print(f"{'loss_type':<9} {'execrl':<24} {'loss_trl':>11} {'loss_execrl':>11} {'abs_diff':>9} ok")
+    for c in checks:
+        print(
+            f"{c.loss_type:<9} {c.execrl_aggregation:<24} {c.loss_trl:>11.6f} {c.loss_execrl:>11.6f} "
+            f"{c.loss_abs_diff:>9.2e} {'yes' if c.ok else 'NO'}"
+        )
+    head = next(c for c in checks if c.loss_type == report["loss_type"])
+    grad_trl = head.grad_norm_trl if head.grad_norm_trl is not None else math.nan
+    print(
+        f"grad norm ({head.loss_type}): TRL {grad_trl:.6f}, execrl {head.grad_norm_execrl:.6f}; "
+        f"log-prob max |diff| {head.logprob_max_abs_diff:.2e}; advantages max |diff| "
+        f"{head.advantage_max_abs_diff:.2e}"
+    )
+    for note in report["notes"]:
+        print(f"note: {note}")
+    host = report["host"]
+    print(
+        f"load average (1 min): {host['load_avg_1m_before']:.1f} before, {host['load_avg_1m_after']:.1f} after"
+    )

@@ -1,0 +1,249 @@
+"""The training run's configuration: typed, validated, read from TOML plus ``key=value`` overrides.
+
+Why pydantic here and dataclasses elsewhere: a config file is an edge where users make mistakes, so every
+field is checked and an error names the key and what to set (``rollout.samples_per_prompt: must be >= 2
+for group-relative advantages; set rollout.samples_per_prompt=4``). Derived values are properties, never
+settable. No torch here: the recipe turns this into the trainer's own ``TrainerConfig``.
+
+    execrl train --config run.toml rollout.samples_per_prompt=8 optim.learning_rate=1e-5
+    execrl train --print-config
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """A config file or override is wrong; the message names the key and what to set."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunSection(_Section):
+    name: str = "grpo-smollm2"
+    output_dir: str = "runs"
+    seed: int = 0
+    total_steps: int = Field(14, ge=1)
+    max_wall_time_s: float = Field(14 * 60, gt=0, description="stop training early past this budget")
+    inject_nan_loss_at_step: int | None = Field(
+        None, ge=0, description="fault injection for testing alarms: that step's loss becomes NaN"
+    )
+
+
+class ModelSection(_Section):
+    path: str = Field("smollm2-135m-instruct", description="local HF directory, or the embedded default")
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    torch_threads: int = Field(2, ge=1)
+
+
+class TaskSection(_Section):
+    # Mixture weights per built-in (or registered) suite; many domains trained jointly.
+    suites: dict[str, float] = Field(default_factory=lambda: {"functions": 1.0})
+    max_difficulty: int = Field(1, ge=1, le=5, description="train only on tasks up to this difficulty")
+    eval_suites: list[str] = Field(default_factory=lambda: ["functions"])
+    eval_tasks_per_suite: int = Field(48, ge=1)
+
+    @model_validator(mode="after")
+    def _weights_positive(self) -> TaskSection:
+        if not self.suites:
+            raise ValueError("tasks.suites is empty; set e.g. tasks.suites={functions=1.0}")
+        bad = {k: v for k, v in self.suites.items() if not v > 0}
+        if bad:
+            raise ValueError(f"tasks.suites weights must be > 0, got {bad}")
+        return self
+
+
+class RolloutSection(_Section):
+    engine: str = "hf"
+    prompts_per_step: int = Field(4, ge=1)
+    samples_per_prompt: int = Field(8, ge=2, description=">= 2 for group-relative advantages")
+    max_new_tokens: int = Field(96, ge=1)
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0, description="0 disables top-k")
+    eval_max_new_tokens: int = Field(128, ge=1)
+
+
+class AlgorithmSection(_Section):
+    advantage_estimator: str = "grpo"
+    policy_loss: str = "ppo"
+    loss_aggregation: str = "token-mean"
+    std_eps: float = Field(1e-6, gt=0)
+    clip_eps_low: float = Field(0.2, gt=0)
+    clip_eps_high: float = Field(0.28, gt=0)
+    clip_ratio_c: float = Field(3.0, gt=1)
+    kl_coef: float = Field(0.0, ge=0, description="0 = no reference model is loaded or run")
+    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
+    kl_in_reward: bool = False
+    entropy_coef: float = Field(0.0, ge=0)
+    filter_zero_variance_groups: bool = False
+
+
+class OptimSection(_Section):
+    learning_rate: float = Field(2e-5, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    warmup_steps: int = Field(1, ge=0)
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    max_grad_norm: float = Field(1.0, gt=0)
+    ppo_epochs: int = Field(1, ge=1)
+    tokens_per_microbatch: int = Field(4096, ge=16)
+
+
+class RewardSection(_Section):
+    mode: Literal["binary", "partial"] = "partial"
+    no_code_penalty: float = 0.0
+    syntax_error_penalty: float = 0.0
+    timeout_penalty: float = 0.0
+    verifiers: dict[str, str] = Field(
+        default_factory=dict, description="extra domain -> 'module:function' verifiers"
+    )
+
+
+class SandboxSection(_Section):
+    backend: str = "namespace"
+    workers: int = Field(2, ge=1)
+    timeout_s: float = Field(5.0, gt=0)
+    memory_mb: int = Field(256, ge=16)
+
+
+class AlarmSection(_Section):
+    """One alarm rule. Naming a default rule (see ``execrl.telemetry.default_alarm_rules``) overrides only
+    the fields given here (``enabled=false`` removes it); any other name adds a rule."""
+
+    name: str
+    kind: str | None = None
+    metric: str | None = None
+    threshold: float | None = None
+    window_steps: int | None = None
+    action: Literal["log", "webhook", "stop"] | None = None
+    enabled: bool | None = None
+
+
+class TelemetrySection(_Section):
+    tensorboard: bool = True
+    mlflow: bool = False
+    webhook_url: str | None = None
+    default_alarms: bool = True
+    alarms: list[AlarmSection] = Field(default_factory=list)
+
+
+class CheckpointSection(_Section):
+    every_steps: int = Field(5, ge=1)
+    keep_last: int = Field(2, ge=1)
+
+
+class EvalSection(_Section):
+    enabled: bool = True
+    samples_per_task: int = Field(1, ge=1)
+    temperature: float = Field(0.0, ge=0, description="0 = greedy")
+    bootstrap_resamples: int = Field(2000, ge=100)
+
+
+class TrainConfig(_Section):
+    run: RunSection = Field(default_factory=RunSection)
+    model: ModelSection = Field(default_factory=ModelSection)
+    tasks: TaskSection = Field(default_factory=TaskSection)
+    rollout: RolloutSection = Field(default_factory=RolloutSection)
+    algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection)
+    optim: OptimSection = Field(default_factory=OptimSection)
+    reward: RewardSection = Field(default_factory=RewardSection)
+    sandbox: SandboxSection = Field(default_factory=SandboxSection)
+    telemetry: TelemetrySection = Field(default_factory=TelemetrySection)
+    checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
+    eval: EvalSection = Field(default_factory=EvalSection)
+
+    @property
+    def sequences_per_step(self) -> int:
+        return self.rollout.prompts_per_step * self.rollout.samples_per_prompt
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``a.b=value`` -> (["a", "b"], value); the value is read as TOML, else kept as a string."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} must look like section.key=value")
+    key, raw = item.split("=", 1)
+    path = key.strip().split(".")
+    if not all(path):
+        raise ConfigError(f"override {item!r} has an empty key part")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return path, value
+
+
+def _apply(data: dict[str, Any], path: list[str], value: Any) -> None:
+    node = data
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {'.'.join(path)}: {part} is not a section")
+    node[path[-1]] = value
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """Read a TOML file (optional), apply overrides, validate. Errors name the key and what to set."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file {path} not found") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    for item in overrides:
+        key_path, value = parse_override(item)
+        _apply(data, key_path, value)
+    return validate_config(data, source=str(path) if path else "overrides")
+
+
+def validate_config(data: dict[str, Any], *, source: str = "config") -> TrainConfig:
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            hint = "unknown key; check the spelling with --print-config" if err["type"] == "extra_forbidden" else err["msg"]
+            lines.append(f"  {key}: {hint} (got {err.get('input')!r}); set it as {key}=VALUE")
+        raise ConfigError(f"{source}: invalid configuration:\n" + "\n".join(lines)) from exc
+
+
+def to_toml(config: TrainConfig) -> str:
+    """Render the resolved config as TOML (what ``--print-config`` shows and the run dir keeps)."""
+    out: list[str] = []
+    data = config.model_dump()
+    for section, values in data.items():
+        tables = {k: v for k, v in values.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
+        out.append(f"[{section}]")
+        for key, value in values.items():
+            if key in tables or value is None:
+                continue
+            out.append(f"{key} = {_toml_value(value)}")
+        out.append("")
+        for key, rows in tables.items():
+            for row in rows:
+                out.append(f"[[{section}.{key}]]")
+                out.extend(f"{k} = {_toml_value(v)}" for k, v in row.items() if v is not None)
+                out.append("")
+    return "\n".join(out)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)

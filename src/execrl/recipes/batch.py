@@ -1,0 +1,79 @@
+"""From a rollout and its scores to the trainer's ``TrainBatch``, plus the rollout metrics of a step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from execrl.rewards import Score
+from execrl.rollout.types import RolloutBatch
+from execrl.trainer import TrainBatch
+
+
+def to_train_batch(
+    rollout: RolloutBatch,
+    advantages: torch.Tensor,  # [N]
+    valid: torch.Tensor,  # [N] bool
+    *,
+    old_logprobs_from_rollout: bool,
+) -> TrainBatch:
+    """Left-pad each row's prompt and append its completion: ``input_ids`` [N, P_max + T].
+
+    Left padding keeps every completion starting at the same column, so the rollout's ``[N, T]`` tensors
+    slot in as the last ``T`` columns. With ``old_logprobs_from_rollout`` the sampling log-probs
+    (temperature 1, see ``RolloutBatch``) are the behaviour policy's; otherwise the trainer recomputes them.
+    """
+    n, width = rollout.completion_ids.shape  # [N, T]
+    prompts = [rollout.prompt_for_row(r) for r in range(n)]
+    p_max = max(len(p) for p in prompts)
+    input_ids = torch.full((n, p_max + width), rollout.pad_token_id, dtype=torch.long)  # [N, S]
+    attention = torch.zeros((n, p_max + width), dtype=torch.long)  # [N, S]
+    for row, prompt in enumerate(prompts):
+        input_ids[row, p_max - len(prompt) : p_max] = torch.tensor(prompt, dtype=torch.long)
+        attention[row, p_max - len(prompt) : p_max] = 1
+    input_ids[:, p_max:] = rollout.completion_ids
+    response = torch.zeros((n, p_max + width), dtype=torch.long)  # [N, S]
+    response[:, p_max:] = rollout.response_mask.long()
+    attention[:, p_max:] = rollout.response_mask.long()
+    old = None
+    if old_logprobs_from_rollout:
+        old = torch.zeros((n, p_max + width), dtype=torch.float32)
+        old[:, p_max:] = rollout.logprobs * rollout.response_mask
+    return TrainBatch(
+        input_ids=input_ids,
+        attention_mask=attention,
+        response_mask=response,
+        old_logprobs=old,
+        advantages=advantages.to(torch.float32),
+        valid=valid,
+    )
+
+
+def rollout_metrics(rollout: RolloutBatch, scores: Sequence[Score], max_new_tokens: int) -> dict[str, float]:
+    """Response lengths, truncation, throughput and the sandbox's share of failures, namespaced."""
+    lengths = rollout.completion_lengths.double()  # [N]
+    truncated = sum(reason == "length" for reason in rollout.finish_reasons)
+    sandbox_errors = sum(s.reason_code == "sandbox_error" for s in scores)
+    executed = [s.execution for s in scores if s.execution is not None]
+    return {
+        "rollout/response_length_mean": float(lengths.mean()),
+        "rollout/response_length_max": float(lengths.max()),
+        "rollout/truncation_rate": truncated / len(rollout.finish_reasons),
+        "rollout/max_new_tokens": float(max_new_tokens),
+        "perf/rollout_tokens_per_s": rollout.stats.tokens_per_s,
+        "sandbox/error_rate": sandbox_errors / len(scores),
+        "sandbox/executions": float(len(executed)),
+        "sandbox/cpu_time_s_mean": (sum(e.cpu_time_s for e in executed) / len(executed)) if executed else 0.0,
+    }
+
+
+def logprob_mismatch(rollout: RolloutBatch, recomputed: torch.Tensor) -> float:
+    """Max |rollout log-prob - trainer log-prob| over response tokens (NeMo-RL's gen_kl_error idea).
+
+    ``recomputed`` is the trainer's ``old_logprobs`` [N, S] whose last ``T`` columns align with the rollout.
+    A large value means generation and training disagree (padding, positions, temperature bugs).
+    """
+    width = rollout.completion_ids.shape[1]
+    diff = (recomputed[:, -width:] - rollout.logprobs).abs() * rollout.response_mask  # [N, T]
+    return float(diff.max()) if diff.numel() else 0.0

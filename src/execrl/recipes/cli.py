@@ -1,0 +1,116 @@
+"""``execrl train``, ``execrl eval`` and ``execrl compare`` (cheap to import: torch loads in the handlers)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from execrl.config import ConfigError, load_config, to_toml
+
+
+def _train(args: argparse.Namespace) -> int:
+    config_path = args.config
+    if args.resume is not None:
+        if not (args.resume / "config.toml").exists():
+            print(f"error: --resume {args.resume}: no config.toml there (not an execrl run directory)")
+            return 2
+        config_path = config_path or args.resume / "config.toml"
+    try:
+        config = load_config(config_path, args.overrides)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(to_toml(config))
+        return 0
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from execrl.recipes.grpo import train
+
+    outcome = train(config, resume_dir=args.resume, progress=not args.no_progress)
+    print(f"run directory: {outcome.run_dir}")
+    report = outcome.run_dir / "report.md"
+    if report.exists():
+        print(f"report: {report}")
+    if outcome.stopped_early:
+        print(f"stopped early after step {outcome.last_step}: {outcome.stopped_early}")
+        return 130 if outcome.stopped_early.startswith("signal") else 0
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from execrl.eval.harness import EvalConfig
+    from execrl.recipes.evaluate import eval_command
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        eval_config = EvalConfig(
+            samples_per_task=args.samples_per_task,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            max_new_tokens=args.max_new_tokens,
+            prompts_per_batch=args.prompts_per_batch,
+            seed=args.seed,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    result = eval_command(
+        model=args.model,
+        suite=args.suite,
+        split=args.split,
+        eval_config=eval_config,
+        limit=args.limit,
+        json_path=args.json,
+        sandbox_workers=args.sandbox_workers,
+    )
+    print(f"suite {result.suite}: {len(result.tasks)} tasks, model {result.model}")
+    for name, est in result.pass_at_k.items():
+        print(f"  {name:>9}: {est.value:.4f}  (95% CI {est.ci_low:.4f} .. {est.ci_high:.4f})")
+    print(f"  reward   : {result.mean_reward.value:.4f}")
+    for key in ("truncation_rate", "extraction_failure_rate", "invalid_rate", "length_mean_tokens",
+                "rescoring_agreement", "tokens_per_s"):
+        print(f"  {key}: {result.diagnostics[key]:.4f}")
+    if args.json:
+        print(f"per-task results: {args.json}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from execrl.telemetry.report import compare_runs
+
+    out = compare_runs(args.run_a, args.run_b, args.out or Path(f"compare-{args.run_a.name}-{args.run_b.name}"))
+    print(out.read_text(encoding="utf-8") if out.suffix == ".md" else f"written: {out}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("train", help="GRPO post-training from execution feedback (the main job)")
+    p.add_argument("--config", type=Path, help="TOML config file (defaults are the README's main job)")
+    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its newest checkpoint")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. rollout.samples_per_prompt=8")
+    p.set_defaults(func=_train)
+
+    e = subparsers.add_parser("eval", help="pass@k of a model on a suite (e.g. humaneval)")
+    e.add_argument("--model", required=True, help="'smollm2-135m-instruct', a HF dir, or a checkpoint dir")
+    e.add_argument("--suite", required=True, help="suite name, e.g. humaneval, functions")
+    e.add_argument("--split", default="test")
+    e.add_argument("--samples-per-task", type=int, default=1)
+    e.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    e.add_argument("--top-p", type=float, default=1.0)
+    e.add_argument("--max-new-tokens", type=int, default=384)
+    e.add_argument("--prompts-per-batch", type=int, default=8)
+    e.add_argument("--limit", type=int, help="evaluate only the first N tasks")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--sandbox-workers", type=int, default=2)
+    e.add_argument("--json", type=Path, help="write the summary and per-task results here")
+    e.set_defaults(func=_eval)
+
+    c = subparsers.add_parser("compare", help="side-by-side table and plot of two runs")
+    c.add_argument("run_a", type=Path)
+    c.add_argument("run_b", type=Path)
+    c.add_argument("--out", type=Path, help="output directory (default compare-A-B)")
+    c.set_defaults(func=_compare)

@@ -1,0 +1,124 @@
+"""Evaluation recipes: base vs trained on the held-out split inside a run, and ``execrl eval`` on a suite.
+
+Inside a run, the base model is evaluated before the first update (``eval/base.json``) and the trained
+model after the last (``eval/trained.json``), on the same held-out tasks with the same decoding, so the
+report can pair them task by task: the interval on the improvement comes from a paired bootstrap over
+tasks, which is much tighter than comparing two independent intervals.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from execrl.config import TrainConfig
+from execrl.eval.harness import EvalConfig, EvalResult, evaluate
+from execrl.eval.passk import TaskCounts
+from execrl.eval.stats import bootstrap_ci, paired_bootstrap_diff, passk_comparison
+from execrl.recipes import setup
+
+if TYPE_CHECKING:
+    from execrl.rollout.engine import Engine
+    from execrl.sandbox import Sandbox
+
+log = logging.getLogger("execrl.eval")
+
+
+def run_eval_config(config: TrainConfig) -> EvalConfig:
+    return EvalConfig(
+        samples_per_task=config.eval.samples_per_task,
+        temperature=config.eval.temperature,
+        max_new_tokens=config.rollout.eval_max_new_tokens,
+        prompts_per_batch=8,
+        seed=config.run.seed,
+        bootstrap_resamples=config.eval.bootstrap_resamples,
+    )
+
+
+def evaluate_checkpoint_once(
+    run_dir: Path, label: str, engine: Engine, config: TrainConfig, sandbox: Sandbox
+) -> dict[str, Any]:
+    """Evaluate the engine's current model on every eval suite unless ``eval/<label>.json`` exists."""
+    path = run_dir / "eval" / f"{label}.json"
+    if path.exists():
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Any] = {"label": label, "suites": {}}
+    for suite, tasks in setup.eval_tasks(config).items():
+        result = evaluate(
+            engine,  # type: ignore[arg-type]
+            tasks,
+            suite=suite,
+            model_name=f"{config.model.path} ({label})",
+            config=run_eval_config(config),
+            sandbox=sandbox,
+            reward=setup.reward_config(config),
+        )
+        out["suites"][suite] = result.to_dict()
+        log.info("%s %s: mean reward %.3f, pass@1 %s", label, suite, result.mean_reward.value,
+                 result.pass_at_k.get("pass@1"))
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(out, indent=1), encoding="utf-8")
+    tmp.replace(path)
+    return out
+
+
+def compare_evals(base: dict[str, Any], trained: dict[str, Any], *, resamples: int, seed: int) -> dict[str, Any]:
+    """Per suite: pass@k of both with intervals and the paired difference, and the same for mean reward."""
+    out: dict[str, Any] = {}
+    for suite, b in base["suites"].items():
+        t = trained["suites"][suite]
+        b_tasks, t_tasks = b["tasks"], t["tasks"]
+        if [x["task_id"] for x in b_tasks] != [x["task_id"] for x in t_tasks]:
+            raise ValueError(f"base and trained evals of {suite!r} scored different tasks; re-run the eval")
+        counts_b = [TaskCounts(len(x["passed"]), sum(x["passed"])) for x in b_tasks]
+        counts_t = [TaskCounts(len(x["passed"]), sum(x["passed"])) for x in t_tasks]
+        ks = [int(k.split("@")[1]) for k in b["pass_at_k"]]
+        comparison = passk_comparison(
+            suite=suite, base=counts_b, trained=counts_t, ks=ks, resamples=resamples, seed=seed
+        )
+        reward_b = [sum(x["rewards"]) / len(x["rewards"]) for x in b_tasks]
+        reward_t = [sum(x["rewards"]) / len(x["rewards"]) for x in t_tasks]
+        opts = {"resamples": resamples, "seed": seed}
+        comparison["models"]["base"]["reward"] = bootstrap_ci(reward_b, **opts).as_dict()
+        comparison["models"]["trained"]["reward"] = bootstrap_ci(reward_t, **opts).as_dict()
+        comparison["delta"]["reward"] = paired_bootstrap_diff(reward_b, reward_t, **opts).as_dict()
+        out[suite] = comparison
+    return out
+
+
+def finish_report(run_dir: Path, config: TrainConfig) -> Path:
+    """Compare ``eval/base.json`` with ``eval/trained.json`` and write the run's report with plots."""
+    from execrl.telemetry.report import write_report
+
+    base = json.loads((run_dir / "eval" / "base.json").read_text(encoding="utf-8"))
+    trained = json.loads((run_dir / "eval" / "trained.json").read_text(encoding="utf-8"))
+    comparison = compare_evals(base, trained, resamples=config.eval.bootstrap_resamples, seed=config.run.seed)
+    (run_dir / "eval" / "comparison.json").write_text(json.dumps(comparison, indent=1), encoding="utf-8")
+    return write_report(run_dir, comparison)
+
+
+def eval_command(
+    *, model: str, suite: str, split: str, eval_config: EvalConfig, limit: int | None, json_path: Path | None,
+    sandbox_workers: int,
+) -> EvalResult:
+    """``execrl eval``: one model on one suite, per-task results saved, summary printed by the caller."""
+    from execrl.rollout.engine import create_engine
+    from execrl.rollout.models import load_model_and_tokenizer
+    from execrl.sandbox import Sandbox, SandboxConfig
+    from execrl.tasks import load_suite
+
+    path = setup.resolve_model_path(model)
+    model_obj, tokenizer = load_model_and_tokenizer(path)
+    tasks = load_suite(suite, split=split)
+    if limit is not None:
+        tasks = tasks[:limit]
+    engine = create_engine("hf", model=model_obj, tokenizer=tokenizer)
+    with Sandbox(SandboxConfig(workers=sandbox_workers)) as sandbox:
+        result = evaluate(engine, tasks, suite=suite, model_name=str(path), config=eval_config, sandbox=sandbox)  # type: ignore[arg-type]
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(result.to_dict(), indent=1), encoding="utf-8")
+    return result

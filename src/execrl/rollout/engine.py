@@ -1,0 +1,72 @@
+"""The rollout ``Engine`` interface and the registry of engine backends.
+
+An engine turns prompt token ids and :class:`SamplingParams` into a :class:`RolloutBatch`. Built in: ``"hf"``,
+the CPU reference (:class:`execrl.rollout.hf_engine.HFEngine`). Other backends (a vLLM server, say) register a
+factory under a new name with :func:`register_engine`; heavy backends must import their library inside the
+factory, so that choosing ``"hf"`` never imports them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from execrl.rollout.types import RolloutBatch, SamplingParams
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+__all__ = ["Engine", "EngineFactory", "create_engine", "list_engines", "register_engine"]
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Samples ``params.samples_per_prompt`` completions per prompt; rows are prompt-major."""
+
+    def generate(self, prompt_token_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch: ...
+
+
+EngineFactory = Callable[["PreTrainedModel", "PreTrainedTokenizerBase"], Engine]
+_ENGINES: dict[str, EngineFactory] = {}
+
+
+def register_engine(name: str) -> Callable[[EngineFactory], EngineFactory]:
+    """Decorator: register ``factory(model, tokenizer) -> Engine`` under ``name``; a duplicate name raises."""
+
+    def decorator(factory: EngineFactory) -> EngineFactory:
+        if name in _ENGINES:
+            raise ValueError(f"a rollout engine named {name!r} is already registered")
+        _ENGINES[name] = factory
+        return factory
+
+    return decorator
+
+
+def list_engines() -> list[str]:
+    return sorted(_ENGINES)
+
+
+def create_engine(name: str, *, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Engine:
+    """Build the engine registered as ``name`` around ``model`` and ``tokenizer``."""
+    factory = _ENGINES.get(name)
+    if factory is not None:
+        return factory(model, tokenizer)
+    if name == "vllm":
+        installed = importlib.util.find_spec("vllm") is not None
+        reason = (
+            "vLLM is installed, but execrl has no vLLM engine yet"
+            if installed
+            else "vLLM is not installed (it needs a CUDA GPU: `pip install vllm`), and execrl has no vLLM engine yet"
+        )
+        raise ValueError(
+            f"rollout engine 'vllm' is not available: {reason}; use engine 'hf' (known: {list_engines()})"
+        )
+    raise ValueError(f"unknown rollout engine {name!r}; known engines: {list_engines()}")
+
+
+@register_engine("hf")
+def _hf_engine(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Engine:
+    from execrl.rollout.hf_engine import HFEngine
+
+    return HFEngine(model, tokenizer)

@@ -1,0 +1,209 @@
+"""``Sandbox``: the public entry point (sync and async twins, batches, a process-wide default)."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import dataclasses
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from execrl.sandbox.backends import get_backend
+from execrl.sandbox.cgroups import detect_version
+from execrl.sandbox.errors import InvalidRequestError, SandboxFailure, UnsupportedHostError
+from execrl.sandbox.languages import get_language
+from execrl.sandbox.pool import WorkerPool
+from execrl.sandbox.runner import Driver, build_job
+from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Limits, Verdict
+from execrl.sandbox.verdicts import Judge, assemble, sandbox_error_result
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """How a ``Sandbox`` runs programs.
+
+    ``workers``: pre-isolated workers kept parked (and the default concurrency); ``max_concurrency``:
+    executions in flight at once in ``run_batch``/``arun_batch`` (``None`` = ``workers``);
+    ``limits``: the default ``Limits``: requests that kept the library default ``Limits()`` run with
+    these instead, and parked workers are built with their work-directory size (other sizes are
+    spawned on demand, paying the isolation set-up);
+    ``cgroup_root``: where the cgroup hierarchies are mounted.
+    """
+
+    backend: str = "namespace"
+    workers: int = 2
+    max_concurrency: int | None = None
+    limits: Limits = field(default_factory=Limits)
+    cgroup_root: str = "/sys/fs/cgroup"
+
+    def __post_init__(self) -> None:
+        get_backend(self.backend)
+        if (
+            isinstance(self.workers, bool)
+            or not isinstance(self.workers, int)
+            or not 1 <= self.workers <= 256
+        ):
+            raise InvalidRequestError(f"SandboxConfig.workers={self.workers!r}; set an int in [1, 256]")
+        concurrency = self.max_concurrency
+        if concurrency is not None and (
+            isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= 1024
+        ):
+            raise InvalidRequestError(
+                f"SandboxConfig.max_concurrency={concurrency!r}; set an int in [1, 1024] or None"
+            )
+        if not isinstance(self.limits, Limits):
+            raise InvalidRequestError(
+                f"SandboxConfig.limits must be a Limits, got {type(self.limits).__name__}"
+            )
+
+    @property
+    def concurrency(self) -> int:
+        return self.max_concurrency or self.workers
+
+
+def validate_request(request: ExecutionRequest) -> None:
+    """Raise ``InvalidRequestError`` for what the sandbox cannot run (before anything starts)."""
+    if not isinstance(request, ExecutionRequest):
+        raise InvalidRequestError(f"expected an ExecutionRequest, got {type(request).__name__}")
+    language = get_language(request.language)
+    kinds = {"CodeTest": "code", "CallTest": "call", "IOTest": "io"}
+    for test in request.tests:
+        kind = kinds.get(type(test).__name__)
+        if kind not in language.test_kinds:
+            allowed = ", ".join(sorted(language.test_kinds))
+            raise InvalidRequestError(
+                f"test {test.name!r} is a {type(test).__name__}, which language {language.name!r} "
+                f"does not support (supported kinds: {allowed})"
+            )
+    build_job(request, language)
+
+
+class Sandbox:
+    """Runs ``ExecutionRequest``s in isolated, pre-forked workers. Thread-safe; use as a context manager.
+
+    A candidate's failure is a result, never an exception; a broken sandbox inside ``run``/``run_batch``
+    gives ``Verdict.SANDBOX_ERROR`` results. Invalid requests raise ``InvalidRequestError``.
+    """
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = config or SandboxConfig()
+        backend = get_backend(self.config.backend)
+        backend.check_host()
+        cgroup_root: Path | None = Path(self.config.cgroup_root)
+        if not backend.requires_cgroups:
+            try:
+                detect_version(Path(self.config.cgroup_root))
+            except UnsupportedHostError:
+                cgroup_root = None
+            if os.geteuid() != 0:
+                cgroup_root = None
+        self.limits = self.config.limits
+        self._pool = WorkerPool(
+            workers=self.config.workers,
+            slots=self.config.workers + self.config.concurrency + 1,
+            default_key=(self.limits.workdir_mb, self.limits.workdir_inodes),
+            isolate=backend.isolate,
+            cgroup_root=cgroup_root,
+        )
+        self._executor = ThreadPoolExecutor(
+            max_workers=self.config.concurrency, thread_name_prefix="execrl-sandbox"
+        )
+        self._closed = False
+
+    # -- sync ------------------------------------------------------------------------------------------
+    def run(self, request: ExecutionRequest) -> ExecutionResult:
+        validate_request(request)
+        return self._execute(request)
+
+    def run_batch(self, requests: Sequence[ExecutionRequest]) -> list[ExecutionResult]:
+        """Results in input order; at most ``config.max_concurrency`` at once. Validates all first."""
+        for request in requests:
+            validate_request(request)
+        return list(self._executor.map(self._execute, requests))
+
+    # -- async -----------------------------------------------------------------------------------------
+    async def arun(self, request: ExecutionRequest) -> ExecutionResult:
+        validate_request(request)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._execute, request)
+
+    async def arun_batch(self, requests: Sequence[ExecutionRequest]) -> list[ExecutionResult]:
+        for request in requests:
+            validate_request(request)
+        loop = asyncio.get_running_loop()
+        return list(
+            await asyncio.gather(*(loop.run_in_executor(self._executor, self._execute, r) for r in requests))
+        )
+
+    # -- internals -------------------------------------------------------------------------------------
+    def _execute(self, request: ExecutionRequest) -> ExecutionResult:
+        if request.limits == _LIBRARY_LIMITS and self.limits != _LIBRARY_LIMITS:
+            request = dataclasses.replace(request, limits=self.limits)
+        language = get_language(request.language)
+        limits = request.limits
+        try:
+            worker = self._pool.acquire((limits.workdir_mb, limits.workdir_inodes))
+        except SandboxFailure as exc:
+            return sandbox_error_result(str(exc))
+        slot = self._pool.slot(worker)
+        driver = Driver(worker, slot, request, language)
+        try:
+            state = driver.run(build_job(request, language), self._judge_fn(request, driver))
+            stats = slot.stats() if slot is not None else None
+            return assemble(request, state, stats)
+        except SandboxFailure as exc:
+            return sandbox_error_result(str(exc))
+        except OSError as exc:
+            return sandbox_error_result(f"sandbox I/O failed: {exc}")
+        finally:
+            self._pool.release(worker)
+            if not self._pool.isolate and driver.state.workdir.startswith(tempfile.gettempdir()):
+                shutil.rmtree(driver.state.workdir, ignore_errors=True)
+
+    @staticmethod
+    def _judge_fn(request: ExecutionRequest, driver: Driver) -> object:
+        def judge(record: dict[str, object]) -> Verdict:
+            index = record.get("i")
+            if not isinstance(index, int) or not 0 <= index < len(request.tests):
+                return Verdict.SANDBOX_ERROR
+            result, _ = Judge(request, driver.state, None).test_result(request.tests[index], dict(record))
+            return result.verdict
+
+        return judge
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._executor.shutdown(wait=True)
+        self._pool.close()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+_LIBRARY_LIMITS = Limits()
+_default: Sandbox | None = None
+_default_lock = threading.Lock()
+
+
+def default_sandbox() -> Sandbox:
+    """A process-wide sandbox with the default config, started on first use and closed at exit."""
+    global _default
+    with _default_lock:
+        if _default is None or _default._closed:
+            _default = Sandbox(SandboxConfig())
+            atexit.register(_default.close)
+        return _default

@@ -1,0 +1,264 @@
+"""What runs in a candidate process ``C`` (forked by the harness, one per program run).
+
+Everything here after ``_prelude`` runs in the same process as untrusted code, so nothing it reports is
+trusted by itself: the harness (``harness.py``) treats each record as data, the parent judges values and
+outputs against expected values that never enter the sandbox (see ``harness.py`` for the argument).
+
+Records are JSON lines written to the record pipe:
+``{"kind": "loaded"}`` after the program's top level ran, ``{"kind": "program_error", ...}`` if it raised,
+then per test ``{"i": k, "status": "ok" | "value" | "error", ...}``.
+"""
+
+from __future__ import annotations
+
+import _sitebuiltins
+import builtins
+import contextlib
+import json
+import math
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+
+# Annotations only: importing ``typing`` would add ~2 MB to the zygote, and to every fork of it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, NoReturn
+
+
+TRACEBACK_LINES = 12
+PRELUDE_FAILED = 121
+MESSAGE_CHARS = 2000
+
+
+def _prelude(
+    keep: set[int], stdin_data: bytes, stdout_fd: int | None, cpu_left_s: float, limits: dict[str, Any]
+) -> None:
+    """Trusted set-up before any candidate byte runs: fds, stdin, rlimits (lowering is allowed unprivileged)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.setsid()
+    memfd = os.memfd_create("stdin", 0)
+    view = memoryview(stdin_data)
+    while view:
+        view = view[os.write(memfd, view) :]
+    os.lseek(memfd, 0, os.SEEK_SET)
+    os.dup2(memfd, 0)
+    os.close(memfd)
+    if stdout_fd is not None:
+        os.dup2(stdout_fd, 1)
+    keep = keep | {0, 1, 2}
+    for fd in _open_fds():
+        if fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    cpu = max(1, math.ceil(cpu_left_s))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    for which, value in (
+        (resource.RLIMIT_FSIZE, int(limits["max_file_mb"]) << 20),
+        (resource.RLIMIT_NOFILE, int(limits["max_open_files"])),
+        (resource.RLIMIT_NPROC, int(limits["max_processes"]) + 2),
+    ):
+        hard = resource.getrlimit(which)[1]
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+
+def _prelude_failed(exc: BaseException) -> NoReturn:
+    """A failure in the trusted set-up is the sandbox's fault: say so on stderr, exit with 121."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    os.write(2, f"execrl harness: child set-up failed:\n{text}".encode())
+    os._exit(PRELUDE_FAILED)
+
+
+def _open_fds() -> list[int]:
+    return [int(name) for name in os.listdir("/proc/self/fd") if name.isdigit()]
+
+
+def _site_builtins() -> None:
+    """``exit``/``quit`` as ``site`` would add them (the zygote runs with ``-S``; programs use them)."""
+    builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")
+    builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
+
+
+def _fresh_std_streams() -> None:
+    _site_builtins()
+    sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+
+
+def _candidate_traceback(exc: BaseException) -> list[str]:
+    """The traceback without the harness's own leading frames (they are noise, and host paths)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    return traceback.format_exception(type(exc), exc, tb)
+
+
+def error_fields(exc: BaseException) -> dict[str, str]:
+    lines = _candidate_traceback(exc)
+    tail = "".join(lines).splitlines()[-TRACEBACK_LINES:]
+    try:
+        message = str(exc)[:MESSAGE_CHARS]
+    except Exception as inner:  # noqa: BLE001 - a candidate exception's __str__ may raise anything
+        message = f"<str() failed: {type(inner).__name__}>"
+    return {"type": type(exc).__name__, "message": message, "tb": "\n".join(tail)}
+
+
+class _Records:
+    """Writes JSON lines to the record pipe with a reference to ``os.write`` taken before the program ran."""
+
+    def __init__(self, fd: int, max_bytes: int) -> None:
+        self.fd = fd
+        self.max_bytes = max_bytes
+        self._write = os.write
+        self._dumps = json.dumps
+
+    def send(self, record: dict[str, Any]) -> None:
+        data = (self._dumps(record) + "\n").encode("utf-8", "replace")
+        if len(data) > self.max_bytes:
+            data = (self._dumps({**_small(record), "status": "too_large", "size": len(data)}) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            view = view[self._write(self.fd, view) :]
+
+
+def _small(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k in ("i", "kind")}
+
+
+def _exec_program(source: str, path: str, module_name: str) -> dict[str, Any]:
+    namespace: dict[str, Any] = {"__name__": module_name, "__builtins__": builtins, "__file__": path}
+    code = compile(source, path, "exec")
+    exec(code, namespace)
+    return namespace
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def run_main(
+    job: dict[str, Any], stdin: bytes, stdout_fd: int | None, rec_fd: int, cpu_left_s: float
+) -> NoReturn:
+    """Run the program as ``__main__`` (plain runs and stdin/stdout tests), exiting like ``python main.py``."""
+    code = 1
+    try:
+        keep = {rec_fd} | ({stdout_fd} if stdout_fd is not None else set())
+        try:
+            _prelude(keep, stdin, stdout_fd, cpu_left_s, job["limits"])
+        except BaseException as exc:  # noqa: BLE001
+            _prelude_failed(exc)
+        records = _Records(rec_fd, 1 << 16)
+        _fresh_std_streams()
+        sys.argv = [job["program_path"]]
+        sys.path.insert(0, os.getcwd())
+        try:
+            _exec_program(job["program"], job["program_path"], "__main__")
+            code = 0
+        except SystemExit as exc:
+            code = _exit_code(exc)
+        except BaseException as exc:  # noqa: BLE001 - the candidate's failure is data
+            sys.stderr.write("".join(_candidate_traceback(exc)))
+            records.send({"kind": "program_error", **error_fields(exc)})
+            code = 1
+        _flush()
+    finally:
+        os._exit(code)
+
+
+def _jsonable(value: Any) -> Any:
+    """Tuples become lists (JSON has none); anything else JSON cannot hold raises TypeError."""
+    return json.loads(json.dumps(value, allow_nan=True))
+
+
+def _run_test(namespace: dict[str, Any], test: dict[str, Any]) -> dict[str, Any]:
+    start_wall, start_cpu = time.perf_counter(), time.process_time()
+    result: dict[str, Any]
+    try:
+        if test["kind"] == "code":
+            exec(compile(test["code"], f"<test {test['name']}>", "exec"), namespace)
+            result = {"status": "ok"}
+        else:
+            fn: Callable[..., Any] = namespace[test["entry_point"]]
+            value = fn(*test["args"], **test["kwargs"])
+            try:
+                result = {"status": "value", "value": json.dumps(_jsonable(value))}
+            except (TypeError, ValueError, RecursionError) as exc:
+                result = {"status": "unserializable", "type": type(value).__name__, "message": str(exc)[:200]}
+    except KeyError as exc:
+        if test["kind"] == "call" and test["entry_point"] not in namespace:
+            result = {
+                "status": "error",
+                "type": "NameError",
+                "message": f"{test['entry_point']!r} is not defined",
+            }
+        else:
+            result = {"status": "error", **error_fields(exc)}
+    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt count as failures too
+        result = {"status": "error", **error_fields(exc)}
+    result["cpu_s"] = time.process_time() - start_cpu
+    result["wall_s"] = time.perf_counter() - start_wall
+    return result
+
+
+def run_tests(
+    job: dict[str, Any], indices: list[int], rec_fd: int, cpu_left_s: float, max_bytes: int
+) -> NoReturn:
+    """Run the program once (as ``__candidate__``), then each function/assert test, reporting each."""
+    try:
+        try:
+            _prelude({rec_fd}, job["stdin"].encode(), None, cpu_left_s, job["limits"])
+        except BaseException as exc:  # noqa: BLE001
+            _prelude_failed(exc)
+        records = _Records(rec_fd, max_bytes)
+        _fresh_std_streams()
+        sys.argv = [job["program_path"]]
+        sys.path.insert(0, os.getcwd())
+        try:
+            namespace = _exec_program(job["program"], job["program_path"], "__candidate__")
+        except BaseException as exc:  # noqa: BLE001 - the candidate's failure is data
+            records.send({"kind": "program_error", **error_fields(exc)})
+            _flush()
+            os._exit(0)
+        records.send({"kind": "loaded"})
+        for index in indices:
+            result = _run_test(namespace, job["tests"][index])
+            _flush()
+            records.send({"i": index, **result})
+        _flush()
+    finally:
+        os._exit(0)
+
+
+def exec_program(
+    argv: list[str], stdin: bytes, stdout_fd: int | None, cpu_left_s: float, limits: dict[str, Any]
+) -> NoReturn:
+    """Exec a compiler or a compiled program; with ``stdout_fd`` both stdout and stderr go there."""
+    try:
+        try:
+            _prelude(set() if stdout_fd is None else {stdout_fd}, stdin, stdout_fd, cpu_left_s, limits)
+        except BaseException as exc:  # noqa: BLE001
+            _prelude_failed(exc)
+        if stdout_fd is not None:
+            os.dup2(1, 2)
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_DFL)
+        os.execve(argv[0], argv, dict(os.environ))
+    finally:
+        os._exit(127)

@@ -1,0 +1,442 @@
+"""The trusted harness ``H``: pid 1 of the sandbox, it runs the job and reports over a private pipe.
+
+Why results cannot be forged (hazard 20: ``exit(0)`` before the asserts, ``os._exit(0)``, patched
+builtins, printed fake results, closing or writing file descriptors):
+
+* ``H`` never runs candidate code. Each program run happens in a child ``C`` forked from ``H``; before the
+  first candidate byte runs, ``C`` closes every descriptor but stdin/stdout/stderr and its own record pipe,
+  so the result pipe to the parent exists only in ``H``. ``H`` is pid 1 of its pid namespace (the kernel
+  drops signals to it from inside the namespace), non-dumpable (no ``/proc/1/fd``, ``/proc/1/mem``), and
+  seccomp denies ``ptrace``, ``process_vm_writev`` and ``pidfd_getfd``.
+* Expected values never enter the sandbox. For ``CallTest`` ``C`` reports only the returned value (as
+  JSON), for ``IOTest`` ``H`` captures ``C``'s stdout; the *parent* compares them with the expected
+  values it kept. Printing "PASSED", exiting early or patching builtins cannot produce a value the
+  candidate does not know; a test without a record counts as failed, and the run only counts once ``H``
+  wrote its final ``done`` record (the parent treats a missing one as a failure).
+* ``CodeTest`` (HumanEval's assert style) is weaker by construction: the assertions run inside ``C`` in
+  the candidate's namespace, so early exits and printed results fail, but a candidate written against
+  this harness could write an ``ok`` record itself or return objects whose ``__eq__`` lies. Use
+  ``CallTest``/``IOTest`` when that matters; the limit is stated in the public docs too.
+
+Speed: ``C`` is a fork of the already-running harness interpreter, so a Python program starts without
+interpreter start-up or imports (``compile`` + ``exec`` of its source); compiled languages ``execve``
+the compiler and the binary inside the same jail.
+
+Records to the parent are JSON lines: ``ready``, optional ``compile``, ``test`` (per test) or ``run``
+(plain run), and ``done``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import select
+import signal
+import time
+import traceback
+
+from execrl.sandbox import child, jail
+
+# Annotations only: importing ``typing`` would add ~2 MB to the zygote, and to every fork of it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, NoReturn
+
+
+COMPILE_OUTPUT_BYTES = 1 << 16
+RECORD_FIELDS = {
+    "status": str,
+    "value": str,
+    "type": str,
+    "message": str,
+    "tb": str,
+    "cpu_s": float,
+    "wall_s": float,
+}
+TEST_STATUSES = {"ok", "value", "error", "unserializable", "too_large"}
+
+
+class Outcome:
+    """How one child ``C`` ended, with what it wrote to the pipes ``H`` watched."""
+
+    def __init__(self) -> None:
+        self.exit_code: int | None = None
+        self.signal: int | None = None
+        self.cpu_s = 0.0
+        self.wall_s = 0.0
+        self.wall_limit = False
+        self.output_limit = False
+        self.captured = bytearray()
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "cpu_s": self.cpu_s,
+            "wall_s": self.wall_s,
+            "wall_limit": self.wall_limit,
+            "output_limit": self.output_limit,
+        }
+
+
+class Harness:
+    def __init__(self, res_fd: int, job: dict[str, Any], isolated: bool) -> None:
+        self.res_fd = res_fd
+        self.job = job
+        self.isolated = isolated
+        limits = job["limits"]
+        self.cpu_budget_s = float(limits["cpu_time_s"])
+        self.cpu_used_s = 0.0
+        self.max_output = int(limits["max_output_bytes"])
+        self.deadline = (
+            time.monotonic() + float(limits["timeout_s"]) + float(job["language"]["compile_timeout_s"])
+        )
+
+    # -- reporting -------------------------------------------------------------------------------------
+    def send(self, record: dict[str, Any]) -> None:
+        data = memoryview((json.dumps(record) + "\n").encode("utf-8", "replace"))
+        while data:
+            data = data[os.write(self.res_fd, data) :]
+
+    # -- running one child -----------------------------------------------------------------------------
+    def fork(self, target: Callable[[], NoReturn]) -> int:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                target()
+            finally:
+                os._exit(70)
+        return pid
+
+    def supervise(
+        self,
+        pid: int,
+        readers: dict[int, Callable[[bytes], bool]],
+        deadline: float,
+    ) -> Outcome:
+        """Drain ``readers`` (fd -> callback returning False to kill on overflow) until ``pid`` is gone."""
+        outcome = Outcome()
+        start = time.monotonic()
+        pidfd = os.pidfd_open(pid)
+        open_fds = set(readers)
+        exited = False
+        while open_fds or not exited:
+            wait_s = deadline - time.monotonic()
+            if wait_s <= 0 and not exited:
+                outcome.wall_limit = True
+                self._kill_all(pid)
+                wait_s = 1.0
+            watch = list(open_fds) + ([] if exited else [pidfd])
+            ready, _, _ = select.select(watch, [], [], max(0.0, min(wait_s, 1.0)))
+            for fd in ready:
+                if fd == pidfd:
+                    exited = True
+                    self._kill_all(pid)  # stragglers (daemons) die with the run, and release the pipes
+                    continue
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    open_fds.discard(fd)
+                elif not readers[fd](data):
+                    outcome.output_limit = True
+                    self._kill_all(pid)
+                    open_fds.discard(fd)
+        os.close(pidfd)
+        _, status, usage = os.wait4(pid, 0)
+        self._reap_all()
+        outcome.wall_s = time.monotonic() - start
+        outcome.cpu_s = usage.ru_utime + usage.ru_stime
+        self.cpu_used_s += outcome.cpu_s
+        if os.WIFSIGNALED(status):
+            outcome.signal = os.WTERMSIG(status)
+        else:
+            outcome.exit_code = os.WEXITSTATUS(status)
+        return outcome
+
+    def _kill_all(self, pid: int) -> None:
+        """Kill ``C`` and everything it started (pid 1 cannot be hit by its own kill(-1))."""
+        try:
+            if self.isolated:
+                os.kill(-1, signal.SIGKILL)
+            else:
+                os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def _reap_all(self) -> None:
+        """Wait until every straggler is dead and reaped, so the next test starts with free pids."""
+        while True:
+            if self.isolated:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(-1, signal.SIGKILL)
+            try:
+                pid, _ = os.waitpid(-1, 0 if self.isolated else os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+
+    def cpu_left_s(self) -> float:
+        return self.cpu_budget_s - self.cpu_used_s
+
+    def capture_reader(self, outcome_buffer: bytearray, limit: int) -> Callable[[bytes], bool]:
+        def on_data(data: bytes) -> bool:
+            outcome_buffer.extend(data)
+            return len(outcome_buffer) <= limit
+
+        return on_data
+
+    # -- phases ----------------------------------------------------------------------------------------
+    def write_files(self) -> None:
+        files = dict(self.job["files"])
+        files[self.job["program_path"]] = self.job["program"]
+        for path, content in files.items():
+            directory = os.path.dirname(path)
+            if directory:
+                os.makedirs(directory, exist_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            fd = os.open(path, flags, 0o644)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(content)
+
+    def run_exec(self, argv: list[str], stdin: bytes, capture: bool, limit: int, deadline: float) -> Outcome:
+        """Fork ``C`` and exec ``argv`` (compiler or compiled program), stdout captured when asked."""
+        out_r, out_w = os.pipe() if capture else (-1, -1)
+        buffer = bytearray()
+
+        def target() -> NoReturn:
+            child.exec_program(argv, stdin, out_w if capture else None, self.cpu_left_s(), self.job["limits"])
+
+        pid = self.fork(target)
+        readers: dict[int, Callable[[bytes], bool]] = {}
+        if capture:
+            os.close(out_w)
+            readers[out_r] = self.capture_reader(buffer, limit)
+        outcome = self.supervise(pid, readers, deadline)
+        if capture:
+            os.close(out_r)
+        outcome.captured = buffer
+        return outcome
+
+    def run_python_main(self, stdin: bytes, capture: bool) -> tuple[Outcome, dict[str, Any] | None]:
+        out_r, out_w = os.pipe() if capture else (-1, -1)
+        rec_r, rec_w = os.pipe()
+        buffer, records = bytearray(), bytearray()
+
+        def target() -> NoReturn:
+            child.run_main(self.job, stdin, out_w if capture else None, rec_w, self.cpu_left_s())
+
+        pid = self.fork(target)
+        os.close(rec_w)
+        readers = {rec_r: self.capture_reader(records, 1 << 16)}
+        if capture:
+            os.close(out_w)
+            readers[out_r] = self.capture_reader(buffer, self.max_output)
+        outcome = self.supervise(pid, readers, self.deadline)
+        for fd in readers:
+            os.close(fd)
+        outcome.captured = buffer
+        return outcome, _program_error(records)
+
+    def compile(self) -> bool:
+        language = self.job["language"]
+        deadline = min(self.deadline, time.monotonic() + float(language["compile_timeout_s"]))
+        budget = self.cpu_budget_s
+        self.cpu_budget_s = float(language["compile_timeout_s"])
+        outcome = self.run_exec(language["compile"], b"", True, COMPILE_OUTPUT_BYTES, deadline)
+        self.cpu_budget_s, self.cpu_used_s = budget, 0.0
+        self.deadline = time.monotonic() + float(self.job["limits"]["timeout_s"])
+        ok = outcome.exit_code == 0 and not outcome.wall_limit
+        text = outcome.captured.decode("utf-8", "replace")
+        if outcome.wall_limit:
+            text += "\n[execrl: compile time limit exceeded]"
+        elif outcome.signal is not None:
+            text += f"\n[execrl: the compiler was killed by signal {outcome.signal} (memory or CPU limit?)]"
+        self.send({"kind": "compile", "ok": ok, "output": text, **outcome.fields()})
+        return ok
+
+
+class GroupState:
+    """Validates and relays the records of one ``C`` running a group of function/assert tests."""
+
+    def __init__(self, harness: Harness, pending: list[int]) -> None:
+        self.harness = harness
+        self.pending = list(pending)
+        self.loaded = False
+        self.program_error: dict[str, Any] | None = None
+        self.violation = False
+        self.buffer = bytearray()
+        self.line_limit = harness.max_output + (1 << 16)
+
+    def feed(self, data: bytes) -> bool:
+        self.buffer.extend(data)
+        while b"\n" in self.buffer:
+            line, _, rest = bytes(self.buffer).partition(b"\n")
+            self.buffer = bytearray(rest)
+            if not self._accept(line):
+                self.violation = True
+                return False
+        return len(self.buffer) <= self.line_limit
+
+    def _accept(self, line: bytes) -> bool:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(record, dict) or self.program_error is not None:
+            return False
+        if not self.loaded:
+            if record.get("kind") == "program_error":
+                self.program_error = clean_error(record)
+                return True
+            self.loaded = record.get("kind") == "loaded"
+            return self.loaded
+        if (
+            not self.pending
+            or record.get("i") != self.pending[0]
+            or record.get("status") not in TEST_STATUSES
+        ):
+            return False
+        self.harness.send({"kind": "test", "i": self.pending.pop(0), **clean_error(record)})
+        return True
+
+
+def run_group(h: Harness, indices: list[int]) -> None:
+    """Function and assert tests: one ``C`` runs the program once and then the tests in order; if it dies,
+    the test in progress gets the death and a fresh ``C`` continues with the rest."""
+    pending = list(indices)
+    while pending:
+        if h.cpu_left_s() <= 0:
+            for index in pending:
+                h.send({"kind": "test", "i": index, "status": "skipped", "reason": "cpu"})
+            return
+        state = GroupState(h, pending)
+        rec_r, rec_w = os.pipe()
+        todo = list(pending)
+
+        def target(todo: list[int] = todo, rec_w: int = rec_w) -> NoReturn:
+            child.run_tests(h.job, todo, rec_w, h.cpu_left_s(), h.max_output)
+
+        pid = h.fork(target)
+        os.close(rec_w)
+        outcome = h.supervise(pid, {rec_r: state.feed}, h.deadline)
+        os.close(rec_r)
+        if state.violation:
+            outcome.output_limit = False
+        fields = {**outcome.fields(), "protocol_violation": state.violation}
+        if state.program_error is not None:
+            for index in state.pending:
+                h.send({"kind": "test", "i": index, "status": "error", **state.program_error})
+            return
+        if not state.pending:
+            return
+        if not state.loaded or outcome.wall_limit:
+            for index in state.pending:
+                h.send({"kind": "test", "i": index, "status": "died", **fields})
+            return
+        h.send({"kind": "test", "i": state.pending[0], "status": "died", **fields})
+        pending = state.pending[1:]
+
+
+def run_io(h: Harness, indices: list[int]) -> None:
+    """stdin/stdout tests: a fresh program run per test, stdout captured by ``H`` for the parent to judge."""
+    language = h.job["language"]
+    for position, index in enumerate(indices):
+        if h.cpu_left_s() <= 0 or time.monotonic() >= h.deadline:
+            for rest in indices[position:]:
+                h.send({"kind": "test", "i": rest, "status": "skipped", "reason": "cpu"})
+            return
+        stdin = h.job["tests"][index]["stdin"].encode("utf-8")
+        error = None
+        if language["mode"] == "python":
+            outcome, error = h.run_python_main(stdin, capture=True)
+        else:
+            outcome = h.run_exec(language["run"], stdin, True, h.max_output, h.deadline)
+        stdout = outcome.captured[: h.max_output].decode("utf-8", "replace")
+        h.send(
+            {
+                "kind": "test",
+                "i": index,
+                "status": "output",
+                "stdout": stdout,
+                "error": error,
+                **outcome.fields(),
+            }
+        )
+
+
+def run_plain(h: Harness) -> None:
+    language = h.job["language"]
+    stdin = h.job["stdin"].encode("utf-8")
+    error = None
+    if language["mode"] == "python":
+        outcome, error = h.run_python_main(stdin, capture=False)
+    else:
+        outcome = h.run_exec(language["run"], stdin, False, h.max_output, h.deadline)
+    h.send({"kind": "run", "error": error, **outcome.fields()})
+
+
+def read_job(job_fd: int) -> dict[str, Any]:
+    chunks = []
+    while True:
+        data = os.read(job_fd, 1 << 20)
+        if not data:
+            break
+        chunks.append(data)
+    os.close(job_fd)
+    job: dict[str, Any] = json.loads(b"".join(chunks))
+    return job
+
+
+def main(res_fd: int, job_fd: int, isolated: bool) -> NoReturn:
+    """Entry of ``H`` once the worker is isolated and has reported ready: wait for the job, run it, report done."""
+    try:
+        job = read_job(job_fd)
+        h = Harness(res_fd, job, isolated)
+        if not isolated:
+            h.send({"kind": "workdir", "path": jail.unisolated_workdir()})
+        h.write_files()
+        if job["language"]["compile"] and not h.compile():
+            h.send({"kind": "done"})
+            os._exit(0)
+        tests = job["tests"]
+        group = [i for i, t in enumerate(tests) if t["kind"] in ("code", "call")]
+        io_tests = [i for i, t in enumerate(tests) if t["kind"] == "io"]
+        if not tests:
+            run_plain(h)
+        if group:
+            run_group(h, group)
+        if io_tests:
+            run_io(h, io_tests)
+        h.send({"kind": "done"})
+        os._exit(0)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent as a sandbox error
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-2000:]
+        os.write(res_fd, (json.dumps({"kind": "harness_error", "message": text}) + "\n").encode())
+    finally:
+        os._exit(1)
+
+
+def _program_error(records: bytearray) -> dict[str, Any] | None:
+    for line in bytes(records).splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("kind") == "program_error":
+            return clean_error(record)
+    return None
+
+
+def clean_error(record: dict[str, Any]) -> dict[str, Any]:
+    """Keep only known fields of the known types (records from ``C`` are untrusted data)."""
+    cleaned: dict[str, Any] = {}
+    for key, kind in RECORD_FIELDS.items():
+        value = record.get(key)
+        if kind is float and isinstance(value, int | float) and math.isfinite(value):
+            cleaned[key] = float(value)
+        elif kind is str and isinstance(value, str):
+            cleaned[key] = value
+    return cleaned

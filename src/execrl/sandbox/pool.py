@@ -1,0 +1,304 @@
+"""Parent side of the zygote: start it, keep a pool of parked isolated workers, refill in the background.
+
+Slots: each worker (parked or running) holds one slot = one cgroup set + one unprivileged uid, so two
+sandboxes never share either. ``workers`` slots are kept parked for the default work-directory size;
+a request with another size gets a worker spawned on demand (the tmpfs size is fixed when the worker is
+built, before it drops privileges). A reader thread receives finished workers from the zygote and moves
+each into its slot's cgroups; the zygote itself never has threads. A janitor thread waits for finished
+sandboxes to leave their cgroup before the slot is reused, off the caller's critical path. If the zygote
+dies it is restarted on the next ``acquire``.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+import json
+import os
+import queue
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from execrl.sandbox import jail, zygote
+from execrl.sandbox.cgroups import CgroupPool, CgroupSlot
+from execrl.sandbox.errors import SandboxFailure
+
+UID_BASE = 1_500_000  # sandbox uids: far above any real user, never in /etc/passwd
+UIDS_PER_POOL = 2048  # each pool owns a block of uids: one per slot, distinct across pools and processes
+UID_BLOCKS = 500_000
+SRC_DIR = str(Path(__file__).resolve().parents[2])
+WorkerKey = tuple[int, int]  # (workdir_mb, workdir_inodes)
+
+
+@dataclass
+class Worker:
+    token: int
+    pid: int
+    key: WorkerKey
+    slot: int
+    job_w: int
+    res_r: int
+    out_r: int
+    err_r: int
+    pidfd: int
+    closed: bool = field(default=False)
+
+    def alive(self) -> bool:
+        """False once pid 1 of the worker has exited (its pidfd turns readable)."""
+        poller = select.poll()
+        poller.register(self.pidfd, select.POLLIN)
+        return not poller.poll(0)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            for fd in (self.job_w, self.res_r, self.out_r, self.err_r, self.pidfd):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+
+
+_pools_started = itertools.count()
+
+
+def uid_block_base(slots: int) -> int:
+    """First uid of this pool's block, from (pid, pool number): two pools, even in different processes,
+    practically never share a uid, so RLIMIT_NPROC and kill(2) never reach across sandboxes."""
+    if slots > UIDS_PER_POOL:
+        raise SandboxFailure(f"at most {UIDS_PER_POOL} slots per sandbox (workers + max_concurrency + 1)")
+    block = (os.getpid() * 64 + next(_pools_started)) % UID_BLOCKS
+    return UID_BASE + block * UIDS_PER_POOL
+
+
+def base_python() -> str:
+    """The real interpreter behind a venv (the jail binds its prefix, not the venv's site-packages)."""
+    return getattr(sys, "_base_executable", None) or sys.executable
+
+
+class WorkerPool:
+    def __init__(
+        self, *, workers: int, slots: int, default_key: WorkerKey, isolate: bool, cgroup_root: Path | None
+    ) -> None:
+        self.workers = workers
+        self.default_key = default_key
+        self.isolate = isolate
+        self.uid_base = uid_block_base(slots)
+        self.cgroups = CgroupPool(cgroup_root, slots) if cgroup_root is not None else None
+        self.free_slots = collections.deque(range(slots))
+        self.ready: dict[WorkerKey, collections.deque[Worker]] = collections.defaultdict(collections.deque)
+        self.pending: dict[int, tuple[int, WorkerKey]] = {}
+        self.spawn_errors: collections.deque[str] = collections.deque(maxlen=10)
+        self.cond = threading.Condition()
+        self.tokens = itertools.count(1)
+        self.closed = False
+        self.python_prefix = os.path.realpath(sys.base_prefix)
+        self.janitor_queue: queue.SimpleQueue[Worker | None] = queue.SimpleQueue()
+        self.janitor = threading.Thread(target=self._janitor, name="execrl-janitor", daemon=True)
+        self.janitor.start()
+        self._start_zygote()
+
+    # -- zygote process ---------------------------------------------------------------------------------
+    def _start_zygote(self) -> None:
+        parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        code = zygote.bootstrap_code(SRC_DIR, child_sock.fileno(), self.isolate, self.python_prefix)
+        self.process = subprocess.Popen(
+            [base_python(), "-S", "-s", "-P", "-B", "-c", code],
+            pass_fds=[child_sock.fileno()],
+            env=dict(jail.ENV),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd="/",
+        )
+        child_sock.close()
+        self.sock = parent_sock
+        self.reader = threading.Thread(
+            target=self._read_loop, args=(parent_sock,), name="execrl-zygote", daemon=True
+        )
+        self.reader.start()
+        with self.cond:
+            self._fill()
+
+    def _read_loop(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                message, fds, _, _ = socket.recv_fds(sock, 1 << 16, zygote.WORKER_FDS)
+            except OSError:
+                message, fds = b"", []
+            with self.cond:
+                if not message:
+                    self.pending.clear()
+                    self.cond.notify_all()
+                    return
+                self._receive(json.loads(message), fds)
+                self.cond.notify_all()
+
+    def _receive(self, reply: dict[str, object], fds: list[int]) -> None:
+        token = int(str(reply["token"]))
+        slot, key = self.pending.pop(token)
+        if "error" in reply or len(fds) != zygote.WORKER_FDS:
+            self.spawn_errors.append(str(reply.get("error", "worker arrived without its descriptors")))
+            for fd in fds:
+                os.close(fd)
+            self._free_slot(slot)
+            return
+        job_w, res_r, out_r, err_r, pidfd = fds
+        worker = Worker(token, int(str(reply["pid"])), key, slot, job_w, res_r, out_r, err_r, pidfd)
+        if self.closed:
+            worker.kill()
+            worker.close()
+            return
+        try:
+            self._join_cgroups(worker)
+        except OSError as exc:  # the worker died during set-up: its ready record will say why
+            self.spawn_errors.append(f"could not move worker {worker.pid} into its cgroups: {exc}")
+            self._discard(worker)
+            return
+        self.ready[key].append(worker)
+
+    def _join_cgroups(self, worker: Worker) -> None:
+        """Move the worker's pid 1 into its slot, before any job: everything it starts inherits it."""
+        slot = self.slot(worker)
+        if slot is None:
+            return
+        for procs in slot.procs_files:
+            with open(procs, "w") as fh:
+                fh.write(str(worker.pid))
+
+    def _spawn(self, key: WorkerKey) -> None:
+        """Ask the zygote for a worker (caller holds ``cond`` and a free slot exists)."""
+        slot = self.free_slots.popleft()
+        token = next(self.tokens)
+        spec = {
+            "isolate": self.isolate,
+            "uid": self.uid_base + slot,
+            "workdir_mb": key[0],
+            "workdir_inodes": key[1],
+        }
+        self.pending[token] = (slot, key)
+        try:
+            self.sock.send(json.dumps({"op": "spawn", "token": token, "spec": spec}).encode())
+        except OSError:
+            self.pending.pop(token, None)
+            self.free_slots.append(slot)
+
+    def _fill(self) -> None:
+        waiting = sum(1 for _, key in self.pending.values() if key == self.default_key)
+        while (
+            self.free_slots and len(self.ready[self.default_key]) + waiting < self.workers and not self.closed
+        ):
+            self._spawn(self.default_key)
+            waiting += 1
+
+    def _free_slot(self, slot: int) -> None:
+        self.free_slots.append(slot)
+        self._fill()
+
+    def _discard(self, worker: Worker) -> None:
+        """A parked worker that died (killed from outside, OOM): drop it and free its slot."""
+        worker.kill()
+        worker.close()
+        slot = self.slot(worker)
+        if slot is not None:
+            slot.kill_all()
+        self._free_slot(worker.slot)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None and self.reader.is_alive()
+
+    def _restart(self) -> None:
+        """The zygote died: start a new one (its workers died with it or are discarded on acquire)."""
+        self.sock.close()
+        self.process.kill()
+        self.process.wait()
+        for token in list(self.pending):
+            slot, _ = self.pending.pop(token)
+            self.free_slots.append(slot)
+        self.cond.release()
+        try:
+            self._start_zygote()
+        finally:
+            self.cond.acquire()
+
+    # -- public ----------------------------------------------------------------------------------------
+    def slot(self, worker: Worker) -> CgroupSlot | None:
+        return self.cgroups.slots[worker.slot] if self.cgroups else None
+
+    def acquire(self, key: WorkerKey, timeout_s: float = 30.0) -> Worker:
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while True:
+                if self.closed:
+                    raise SandboxFailure("the sandbox is closed")
+                if not self.alive():
+                    self._restart()
+                while self.ready[key]:
+                    worker = self.ready[key].popleft()
+                    if worker.alive():
+                        self._fill()
+                        return worker
+                    self._discard(worker)
+                waiting = any(k == key for _, k in self.pending.values())
+                if key != self.default_key and not waiting and self.free_slots:
+                    self._spawn(key)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    errors = "; ".join(self.spawn_errors) or "no worker became ready"
+                    raise SandboxFailure(f"no sandbox worker within {timeout_s:.0f} s: {errors}")
+                self.cond.wait(min(left, 0.5))
+
+    def release(self, worker: Worker) -> None:
+        """Kill what is left of the worker's sandbox and give the slot back, off the caller's critical
+        path (the janitor thread waits for the sandbox's last process to leave the cgroup)."""
+        worker.kill()
+        worker.close()
+        self.janitor_queue.put(worker)
+
+    def _janitor(self) -> None:
+        while True:
+            worker = self.janitor_queue.get()
+            if worker is None:
+                return
+            slot = self.slot(worker)
+            if slot is not None and not slot.kill_all():
+                with self.cond:
+                    self.spawn_errors.append(f"processes survive in cgroup slot {worker.slot}: {slot.pids()}")
+                continue  # the slot stays out of the pool: never reuse a cgroup that is not empty
+            with self.cond:
+                self._free_slot(worker.slot)
+                self.cond.notify_all()
+
+    def close(self) -> None:
+        """Stop the zygote (it kills and reaps every sandbox it built), then remove the cgroups."""
+        self.janitor_queue.put(None)
+        self.janitor.join(timeout=10)
+        with self.cond:
+            self.closed = True
+            parked = [w for waiting in self.ready.values() for w in waiting]
+            self.ready.clear()
+        for worker in parked:
+            worker.kill()
+            worker.close()
+        with contextlib.suppress(OSError):
+            self.sock.send(json.dumps({"op": "exit"}).encode())
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.sock.close()
+        self.reader.join(timeout=5)
+        if self.cgroups is not None:
+            self.cgroups.close()

@@ -1,0 +1,260 @@
+"""Driving one execution from the parent: hand the job to a parked worker, watch it, collect the records.
+
+The parent side of the wall-clock watchdog lives here, outside the sandbox: it kills the worker's pid 1
+(through its pidfd, so a recycled pid can never be hit), which makes the kernel kill every process of
+the pid namespace. The same loop polls the cgroup's CPU time (the whole process tree, daemons included)
+and drains stdout, stderr and the result pipe continuously, so the sandbox never blocks on a full pipe;
+output beyond ``limits.max_output_bytes`` kills the run (``output_limit``) and memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from execrl.sandbox.cgroups import CgroupSlot
+from execrl.sandbox.errors import InvalidRequestError, SandboxFailure
+from execrl.sandbox.languages import Language
+from execrl.sandbox.pool import Worker
+from execrl.sandbox.types import CallTest, CodeTest, ExecutionRequest, IOTest, Verdict
+
+WALL_GRACE_S = 0.25
+CPU_GRACE_S = 0.1
+CPU_POLL_S = 0.02
+READY_TIMEOUT_S = 20.0
+RECORD_BYTES_FACTOR = 4  # result-pipe budget: values and captured outputs of every test
+
+
+@dataclass
+class RunState:
+    """What the parent saw of one execution."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    stdout: bytearray = field(default_factory=bytearray)
+    stderr: bytearray = field(default_factory=bytearray)
+    stdout_over: bool = False
+    stderr_over: bool = False
+    stdout_dropped: int = 0  # bytes beyond the limit (not kept)
+    stderr_dropped: int = 0
+    kill_reason: str | None = None  # "wall", "cpu", "output", "stop"
+    done: bool = False
+    wall_s: float = 0.0
+    compile_cpu_s: float = 0.0
+    workdir: str = ""  # a host path the parent removes afterwards (unisolated backend only)
+
+
+def _test_dict(test: CodeTest | CallTest | IOTest) -> dict[str, Any]:
+    if isinstance(test, CodeTest):
+        return {"kind": "code", "name": test.name, "code": test.code}
+    if isinstance(test, CallTest):
+        return {
+            "kind": "call",
+            "name": test.name,
+            "entry_point": test.entry_point,
+            "args": list(test.args),
+            "kwargs": dict(test.kwargs),
+        }
+    return {"kind": "io", "name": test.name, "stdin": test.stdin}
+
+
+def build_job(request: ExecutionRequest, language: Language) -> bytes:
+    """The job as the sandbox sees it: inputs only; expected values stay in the parent."""
+    program_path = request.program_path or language.default_path
+    limits = request.limits
+    job = {
+        "language": language.job_spec(program_path),
+        "program": request.program,
+        "program_path": program_path,
+        "files": dict(request.files),
+        "stdin": request.stdin,
+        "tests": [_test_dict(t) for t in request.tests],
+        "limits": {
+            "timeout_s": limits.timeout_s,
+            "cpu_time_s": limits.cpu_time_s,
+            "max_output_bytes": limits.max_output_bytes,
+            "max_file_mb": limits.max_file_mb,
+            "max_open_files": limits.max_open_files,
+            "max_processes": limits.max_processes,
+        },
+    }
+    try:
+        return json.dumps(job).encode("utf-8", "surrogatepass")
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequestError(f"test arguments must be JSON values (call tests): {exc}") from exc
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class _Lines:
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        self.buffer.extend(data)
+        records = []
+        while b"\n" in self.buffer:
+            line, _, rest = bytes(self.buffer).partition(b"\n")
+            self.buffer = bytearray(rest)
+            record = json.loads(line)
+            if isinstance(record, dict):
+                records.append(record)
+        return records
+
+
+def _wait_ready(worker: Worker, lines: _Lines) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    poller = select.poll()
+    poller.register(worker.res_r, select.POLLIN)
+    while True:
+        left = deadline - time.monotonic()
+        if not poller.poll(max(0, int(left * 1000))):
+            raise SandboxFailure(f"worker {worker.pid} did not report ready within {READY_TIMEOUT_S:.0f} s")
+        data = os.read(worker.res_r, 1 << 16)
+        if not data:
+            raise SandboxFailure(f"worker {worker.pid} died before it was ready")
+        records = lines.feed(data)
+        if not records:
+            continue
+        first = records[0]
+        if first.get("kind") == "setup_error":
+            raise SandboxFailure(f"sandbox set-up failed: {first.get('message')}")
+        if first.get("kind") != "ready":
+            raise SandboxFailure(f"unexpected first record from the worker: {first!r}")
+        return first, records[1:]
+
+
+class Driver:
+    """One execution on one worker; ``judge(record) -> Verdict | None`` serves stop_on_first_failure."""
+
+    def __init__(
+        self, worker: Worker, slot: CgroupSlot | None, request: ExecutionRequest, language: Language
+    ):
+        self.worker = worker
+        self.slot = slot
+        self.request = request
+        self.language = language
+        self.state = RunState()
+        self.lines = _Lines()
+        self.max_bytes = request.limits.max_output_bytes
+
+    def kill(self, reason: str) -> None:
+        if self.state.kill_reason is None:
+            self.state.kill_reason = reason
+        self.worker.kill()
+
+    def run(self, job: bytes, judge: Any) -> RunState:
+        _, early = _wait_ready(self.worker, self.lines)
+        for record in early:
+            self._record(record, None)
+        limits = self.request.limits
+        if self.slot is not None:
+            self.slot.set_limits(memory_mb=limits.memory_mb, max_processes=limits.max_processes + 2)
+            self.slot.reset()
+        start = time.monotonic()
+        try:
+            _write_all(self.worker.job_w, job)
+        except BrokenPipeError as exc:
+            raise SandboxFailure(f"worker {self.worker.pid} died before reading its job") from exc
+        os.close(self.worker.job_w)
+        self.worker.job_w = -1
+        self._loop(start, judge)
+        self.state.wall_s = time.monotonic() - start
+        return self.state
+
+    def _loop(self, start: float, judge: Any) -> None:
+        limits = self.request.limits
+        wall_deadline = start + limits.timeout_s + self.language.compile_timeout_s + WALL_GRACE_S
+        streams = {self.worker.res_r: "res", self.worker.out_r: "out", self.worker.err_r: "err"}
+        poller = select.poll()  # not select(): descriptors above 1024 are common in big parents
+        for fd in streams:
+            poller.register(fd, select.POLLIN)
+        last_cpu_poll = start
+        eof_deadline = float("inf")
+        while streams:
+            now = time.monotonic()
+            if now >= wall_deadline and self.state.kill_reason is None:
+                self.kill("wall")
+            if self.state.kill_reason is not None:
+                eof_deadline = min(eof_deadline, now + 5.0)
+                if now > eof_deadline:
+                    raise SandboxFailure("the sandbox's pipes stayed open after it was killed")
+            wait_s = max(0.0, min(wall_deadline - now, CPU_POLL_S)) if self.state.kill_reason is None else 0.5
+            for fd, _ in poller.poll(int(wait_s * 1000) + 1):
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    poller.unregister(fd)
+                    del streams[fd]
+                    continue
+                self._handle(streams[fd], data, judge)
+            if self.state.done:
+                self._drain(streams, judge)
+                return
+            if self.slot is not None and self.state.kill_reason is None and now - last_cpu_poll >= CPU_POLL_S:
+                last_cpu_poll = now
+                budget = limits.cpu_time_s + self.state.compile_cpu_s + CPU_GRACE_S
+                if not self._compiled() and self.language.compile_argv:
+                    budget += self.language.compile_timeout_s
+                if self.slot.cpu_time_s() > budget:
+                    self.kill("cpu")
+
+    def _drain(self, streams: dict[int, str], judge: Any) -> None:
+        """After ``done`` every process but the harness is dead and reaped, so whatever they wrote is
+        already in the pipes: read it without waiting for the harness's own exit (about 1 ms)."""
+        for fd, stream in streams.items():
+            os.set_blocking(fd, False)
+            while True:
+                try:
+                    data = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    break
+                if not data:
+                    break
+                self._handle(stream, data, judge)
+
+    def _compiled(self) -> bool:
+        return any(r.get("kind") == "compile" for r in self.state.records)
+
+    def _handle(self, stream: str, data: bytes, judge: Any) -> None:
+        if stream == "res":
+            if len(self.lines.buffer) + len(data) > RECORD_BYTES_FACTOR * self.max_bytes + (1 << 20):
+                self.kill("output")
+                return
+            for record in self.lines.feed(data):
+                self._record(record, judge)
+            return
+        buffer = self.state.stdout if stream == "out" else self.state.stderr
+        room = self.max_bytes - len(buffer)
+        buffer.extend(data[: max(0, room)])
+        if len(data) > room:
+            dropped = len(data) - max(0, room)
+            if stream == "out":
+                self.state.stdout_over = True
+                self.state.stdout_dropped += dropped
+            else:
+                self.state.stderr_over = True
+                self.state.stderr_dropped += dropped
+            self.kill("output")
+
+    def _record(self, record: dict[str, Any], judge: Any) -> None:
+        kind = record.get("kind")
+        if kind == "test" and self.state.kill_reason == "stop":
+            return  # tests that finished after the first failure are not reported
+        self.state.records.append(record)
+        if kind == "done":
+            self.state.done = True
+        elif kind == "workdir":
+            self.state.workdir = str(record.get("path") or "")
+        elif kind == "compile":
+            self.state.compile_cpu_s = float(record.get("cpu_s") or 0.0)
+        elif kind == "test" and self.request.stop_on_first_failure and self.state.kill_reason is None:
+            verdict = judge(record)
+            if verdict is not Verdict.PASSED:
+                self.kill("stop")

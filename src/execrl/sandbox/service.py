@@ -1,0 +1,226 @@
+"""HTTP front end of the sandbox: execrl's own JSON API plus SandboxFusion's ``/run_code``.
+
+Endpoints (all JSON):
+
+    POST /v1/execute        ExecutionRequest (see ``serialize.py``)      -> ExecutionResult
+    POST /v1/execute_batch  {"requests": [ExecutionRequest, ...]}      -> {"results": [...]} (input order)
+    POST /run_code          SandboxFusion's request (see ``fusion.py``) -> SandboxFusion's response
+    GET  /v1/ping           -> "pong"
+
+verl's SandboxFusion reward client works unchanged: set its ``sandbox_fusion_url`` to
+``http://HOST:PORT/run_code`` (see ``fusion.py`` for where the semantics differ and why).
+
+Bad input never reaches the sandbox and never stops the server: a body that is not UTF-8 or not JSON, a
+wrong field type, an unknown field or language, an empty program or an out-of-range limit answers HTTP 422
+(as FastAPI, hence SandboxFusion, does) with ``{"error": "<field>: <problem>", "detail": [{"loc": [...],
+"field": ..., "msg": ..., "type": ...}]}``; unknown routes 404, wrong methods 405, bodies over
+``max_body_mb`` 413, all as JSON. A sandbox that cannot run (not the candidate's fault) answers 503 on the
+native endpoints and ``status: SandboxError`` on ``/run_code``, like SandboxFusion.
+
+Concurrency is the sandbox's: handlers ``await sandbox.arun(...)``, which queues on the sandbox's bounded
+worker pool without blocking the event loop, so many slow requests cannot starve ``/v1/ping``. The HTTP
+queue itself is unbounded; put a proxy with a connection limit in front if clients are not trusted to
+bound themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from execrl.sandbox.errors import InvalidRequestError, SandboxError
+from execrl.sandbox.fusion import UnsupportedLanguage, parse_run_code, run_code_response
+from execrl.sandbox.fusion import unsupported_language_response as _unsupported
+from execrl.sandbox.serialize import FieldProblem, RequestFieldError, request_from_dict, result_to_dict
+from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Verdict
+
+__all__ = ["ServiceConfig", "SupportsAsyncRun", "create_app", "serve"]
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class SupportsAsyncRun(Protocol):
+    """What the service needs from a sandbox (``execrl.sandbox.Sandbox`` provides it)."""
+
+    async def arun(self, request: ExecutionRequest) -> ExecutionResult: ...
+
+    async def arun_batch(self, requests: Sequence[ExecutionRequest]) -> list[ExecutionResult]: ...
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Edge limits of the HTTP service (the sandbox's own limits are per request).
+
+    ``default_memory_mb`` is used when a SandboxFusion request says ``memory_limit_MB: -1`` ("no limit"
+    there; execrl always sets a cgroup limit).
+    """
+
+    default_memory_mb: int = 1024
+    max_batch_requests: int = 1024
+    max_body_mb: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("default_memory_mb", "max_batch_requests", "max_body_mb"):
+            if getattr(self, name) < 1:
+                raise InvalidRequestError(f"ServiceConfig.{name} must be >= 1, got {getattr(self, name)}")
+
+
+_SANDBOX_KEY = web.AppKey("sandbox", SupportsAsyncRun)
+_CONFIG_KEY = web.AppKey("config", ServiceConfig)
+
+
+def _loc(problem: FieldProblem) -> list[str]:
+    """FastAPI-style location: ["body", field] for body fields, ["path", path] for routing errors."""
+    if problem.kind == "http_error":
+        return ["path", problem.field]
+    return ["body"] if problem.field == "body" else ["body", problem.field]
+
+
+def _error_response(status: int, problems: Sequence[FieldProblem]) -> web.Response:
+    detail = [{"loc": _loc(p), "field": p.field, "msg": p.message, "type": p.kind} for p in problems]
+    message = "; ".join(f"{p.field}: {p.message}" for p in problems)
+    return web.json_response({"error": message, "detail": detail}, status=status)
+
+
+@web.middleware
+async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every failure becomes a JSON body; nothing a client sends can take the server down."""
+    try:
+        return await handler(request)
+    except RequestFieldError as exc:
+        return _error_response(422, exc.problems)
+    except InvalidRequestError as exc:
+        return _error_response(422, [FieldProblem("body", str(exc))])
+    except SandboxError as exc:
+        return _error_response(503, [FieldProblem("sandbox", str(exc), "sandbox_error")])
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return _error_response(exc.status, [FieldProblem(request.path, exc.reason, "http_error")])
+
+
+async def _read_json(request: web.Request) -> Any:
+    raw = await request.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestFieldError(
+            [FieldProblem("body", f"is not UTF-8 (invalid byte at offset {exc.start})", "unicode_error")]
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise RequestFieldError(
+            [FieldProblem("body", f"is not JSON: {exc.msg} ({where})", "json_invalid")]
+        ) from None
+
+
+def _check_language(execution: ExecutionRequest, field: str) -> ExecutionRequest:
+    """Refuse a language the sandbox does not run before queueing (422 naming the field)."""
+    from execrl.sandbox.languages import get_language
+
+    try:
+        get_language(execution.language)
+    except InvalidRequestError as exc:
+        raise RequestFieldError([FieldProblem(field, str(exc))]) from None
+    return execution
+
+
+async def _execute(request: web.Request) -> web.Response:
+    execution = _check_language(request_from_dict(await _read_json(request)), "language")
+    result = await request.app[_SANDBOX_KEY].arun(execution)
+    return web.json_response(result_to_dict(result))
+
+
+async def _execute_batch(request: web.Request) -> web.Response:
+    data = await _read_json(request)
+    if not isinstance(data, dict) or not isinstance(data.get("requests"), list):
+        raise RequestFieldError([FieldProblem("requests", 'send {"requests": [ExecutionRequest, ...]}')])
+    extra = sorted(set(data) - {"requests"})
+    if extra:
+        raise RequestFieldError([FieldProblem(extra[0], "Extra inputs are not permitted", "extra_forbidden")])
+    limit = request.app[_CONFIG_KEY].max_batch_requests
+    if len(data["requests"]) > limit:
+        raise RequestFieldError(
+            [FieldProblem("requests", f"has {len(data['requests'])} items; send <= {limit}")]
+        )
+    executions = [
+        _check_language(request_from_dict(item, prefix=f"requests[{i}]"), f"requests[{i}].language")
+        for i, item in enumerate(data["requests"])
+    ]
+    results = await request.app[_SANDBOX_KEY].arun_batch(executions)
+    return web.json_response({"results": [result_to_dict(r) for r in results]})
+
+
+async def _run_code(request: web.Request) -> web.Response:
+    data = await _read_json(request)
+    try:
+        execution = parse_run_code(data, default_memory_mb=request.app[_CONFIG_KEY].default_memory_mb)
+    except UnsupportedLanguage as exc:
+        return web.json_response(_unsupported(exc))
+    try:
+        result = await request.app[_SANDBOX_KEY].arun(execution)
+    except InvalidRequestError:
+        raise
+    except SandboxError as exc:  # the sandbox broke: SandboxFusion answers 200 with SandboxError
+        body = run_code_response(_sandbox_error_result(str(exc)), execution.language)
+        return web.json_response(body)
+    return web.json_response(run_code_response(result, execution.language))
+
+
+def _sandbox_error_result(message: str) -> ExecutionResult:
+    return ExecutionResult(verdict=Verdict.SANDBOX_ERROR, sandbox_error=message)
+
+
+async def _ping(request: web.Request) -> web.Response:
+    return web.json_response("pong")
+
+
+def create_app(sandbox: SupportsAsyncRun, config: ServiceConfig | None = None) -> web.Application:
+    """The aiohttp application serving ``sandbox``; the caller owns the sandbox's lifetime."""
+    config = config or ServiceConfig()
+    app = web.Application(middlewares=[_errors_as_json], client_max_size=config.max_body_mb << 20)
+    app[_SANDBOX_KEY] = sandbox
+    app[_CONFIG_KEY] = config
+    app.router.add_post("/v1/execute", _execute)
+    app.router.add_post("/v1/execute_batch", _execute_batch)
+    app.router.add_post("/run_code", _run_code)
+    app.router.add_get("/v1/ping", _ping)
+    return app
+
+
+async def _serve_until_signal(app: web.Application, host: str, port: int) -> None:
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound_host, bound_port = runner.addresses[0][:2]
+        print(f"execrl sandbox service listening on http://{bound_host}:{bound_port}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def serve(*, host: str, port: int, workers: int | None, config: ServiceConfig | None = None) -> None:
+    """Start a sandbox with ``workers`` workers and serve it until SIGINT/SIGTERM.
+
+    The sandbox (its zygote and worker pool) is started before the event loop so that no thread exists
+    when it forks. ``workers=None`` keeps the sandbox's default. ``port=0`` picks a free port; the bound address is printed on one line.
+    """
+    from execrl.sandbox import Sandbox, SandboxConfig  # the isolation engine, imported only when serving
+
+    sandbox_config = SandboxConfig() if workers is None else SandboxConfig(workers=workers)
+    with Sandbox(sandbox_config) as sandbox:
+        asyncio.run(_serve_until_signal(create_app(sandbox, config), host, port))

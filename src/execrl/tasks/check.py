@@ -1,0 +1,166 @@
+"""Prove each task can tell right from wrong: its reference must score full reward, its wrong answer not.
+
+``check_tasks`` sends every ``reference_solution`` and ``wrong_solution`` through the real reward path
+(``execrl.rewards.score_batch``, hence the sandbox), exactly as a policy's completion would go, and also
+checks the reference against the *visible* tests (a visible example the reference fails would punish
+correct answers in a refine loop). A task without a reference or wrong answer is reported as
+``missing`` for that column, not counted as passing. ``CheckReport.ok`` is what ``execrl tasks check``
+turns into its exit status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from execrl.tasks.schema import Task
+
+
+class ScoreLike(Protocol):
+    """What ``check_tasks`` reads from a score (``execrl.rewards.Score`` has it)."""
+
+    @property
+    def passed(self) -> bool: ...
+
+    @property
+    def valid(self) -> bool: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
+# (tasks, completions, hidden) -> one score per completion, in order.
+Scorer = Callable[[Sequence[Task], Sequence[str], bool], Sequence[ScoreLike]]
+
+
+@dataclass(frozen=True)
+class TaskCheck:
+    """One task's outcome: each field is "ok", "missing", or what went wrong (a score reason)."""
+
+    task_id: str
+    family: str
+    reference: str  # "ok" = passed the hidden tests
+    wrong: str  # "ok" = failed the hidden tests (validly, not by a sandbox error)
+    visible: str  # "ok" = the reference passed the visible tests ("missing": no visible tests/reference)
+
+    @property
+    def ok(self) -> bool:
+        return all(v in ("ok", "missing") for v in (self.reference, self.wrong, self.visible))
+
+
+@dataclass(frozen=True)
+class FamilyVerdict:
+    family: str
+    tasks: int
+    reference_passed: int
+    reference_total: int
+    wrong_failed: int
+    wrong_total: int
+    visible_passed: int
+    visible_total: int
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.reference_passed == self.reference_total
+            and self.wrong_failed == self.wrong_total
+            and self.visible_passed == self.visible_total
+        )
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    tasks: tuple[TaskCheck, ...]
+    families: tuple[FamilyVerdict, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(t.ok for t in self.tasks)
+
+    @property
+    def failures(self) -> tuple[TaskCheck, ...]:
+        return tuple(t for t in self.tasks if not t.ok)
+
+
+def rewards_scorer(tasks: Sequence[Task], completions: Sequence[str], hidden: bool) -> Sequence[ScoreLike]:
+    """The real reward path with binary rewards (imports the rewards and sandbox packages lazily)."""
+    from execrl.rewards import RewardConfig, score_batch
+
+    return score_batch(tasks, completions, config=RewardConfig(use_hidden_tests=hidden))
+
+
+def _run(scorer: Scorer, jobs: list[tuple[Task, str]], hidden: bool) -> list[ScoreLike]:
+    if not jobs:
+        return []
+    scores = list(scorer([t for t, _ in jobs], [c for _, c in jobs], hidden))
+    if len(scores) != len(jobs):
+        raise RuntimeError(f"scorer returned {len(scores)} scores for {len(jobs)} completions")
+    return scores
+
+
+def _verdicts(checks: Sequence[TaskCheck]) -> tuple[FamilyVerdict, ...]:
+    out = []
+    for family in sorted({c.family for c in checks}):
+        group = [c for c in checks if c.family == family]
+
+        def count(attr: str, group: list[TaskCheck] = group) -> tuple[int, int]:
+            present = [getattr(c, attr) for c in group if getattr(c, attr) != "missing"]
+            return sum(v == "ok" for v in present), len(present)
+
+        (rp, rt), (wf, wt), (vp, vt) = count("reference"), count("wrong"), count("visible")
+        out.append(FamilyVerdict(family, len(group), rp, rt, wf, wt, vp, vt))
+    return tuple(out)
+
+
+def check_tasks(tasks: Sequence[Task], *, scorer: Scorer | None = None) -> CheckReport:
+    """Score every task's reference (hidden and visible tests) and wrong answer; see the module doc."""
+    score = scorer or rewards_scorer
+    ref_jobs = [(t, t.reference_solution) for t in tasks if t.reference_solution is not None]
+    wrong_jobs = [(t, t.wrong_solution) for t in tasks if t.wrong_solution is not None]
+    vis_jobs = [
+        (t, t.reference_solution) for t in tasks if t.reference_solution is not None and t.visible_tests
+    ]
+    hidden_scores = _run(score, [*ref_jobs, *wrong_jobs], True)
+    visible_scores = _run(score, vis_jobs, False)
+    ref = {t.id: s for (t, _), s in zip(ref_jobs, hidden_scores[: len(ref_jobs)], strict=True)}
+    wrong = {t.id: s for (t, _), s in zip(wrong_jobs, hidden_scores[len(ref_jobs) :], strict=True)}
+    vis = {t.id: s for (t, _), s in zip(vis_jobs, visible_scores, strict=True)}
+    checks = []
+    for task in tasks:
+        checks.append(
+            TaskCheck(
+                task_id=task.id,
+                family=task.metadata.family,
+                reference=_should_pass(ref.get(task.id)),
+                wrong=_should_fail(wrong.get(task.id)),
+                visible=_should_pass(vis.get(task.id)),
+            )
+        )
+    return CheckReport(tasks=tuple(checks), families=_verdicts(checks))
+
+
+def _should_pass(score: ScoreLike | None) -> str:
+    if score is None:
+        return "missing"
+    return "ok" if score.passed else f"failed: {score.reason}"
+
+
+def _should_fail(score: ScoreLike | None) -> str:
+    if score is None:
+        return "missing"
+    if score.passed:
+        return "PASSED (the verifier accepts a wrong answer)"
+    return "ok" if score.valid else f"invalid: {score.reason}"
+
+
+def report_to_dict(report: CheckReport) -> dict[str, Any]:
+    """JSON-ready form for ``execrl tasks check --json``."""
+    from dataclasses import asdict
+
+    return {
+        "ok": report.ok,
+        "families": [asdict(f) | {"ok": f.ok} for f in report.families],
+        "failures": [asdict(t) for t in report.failures],
+        "tasks": len(report.tasks),
+    }

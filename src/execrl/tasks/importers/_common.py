@@ -1,0 +1,112 @@
+"""Pieces shared by the importers: prompts, fences, test builders and JSON-in-a-string fields."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from execrl.sandbox.types import CodeTest, IOTest
+from execrl.tasks.schema import Task
+from execrl.tasks.serialize import FieldReader, Problem, task_problems
+from execrl.tasks.storage import PathLike, convert_file
+
+STDIO_INSTRUCTION = (
+    "\n\nWrite a complete Python 3 program that reads the input from standard input and prints the answer "
+    "to standard output. Reply with the program in a single ```python code block."
+)
+FUNCTION_INSTRUCTION = "\n\nReply with the complete Python code in a single ```python code block."
+
+RowConverter = Callable[[FieldReader], Task | None]
+
+
+def fence(code: str, language: str = "python") -> str:
+    """Code as a model would answer it: one fenced block (``\\r\\n`` normalised)."""
+    return f"```{language}\n{code.replace(chr(13) + chr(10), chr(10)).rstrip()}\n```"
+
+
+def as_text(value: Any) -> str:
+    """A test input/output given as a string or as a list of lines (APPS does both)."""
+    if isinstance(value, list):
+        return "\n".join(str(v) for v in value) + ("\n" if value else "")
+    return str(value)
+
+
+def io_tests(prefix: str, inputs: Sequence[Any], outputs: Sequence[Any]) -> list[IOTest]:
+    return [
+        IOTest(name=f"{prefix}_{i}", stdin=as_text(stdin), expected_stdout=as_text(stdout))
+        for i, (stdin, stdout) in enumerate(zip(inputs, outputs, strict=True))
+    ]
+
+
+def call_test(
+    name: str, candidate: str, args: Sequence[Any], expected: Any, *, wrapped_ok: bool = False
+) -> CodeTest:
+    """A ``CodeTest`` calling ``candidate(*args)`` and comparing with ``expected`` through JSON.
+
+    Arguments and expected values are embedded as JSON text (never as code), and the result goes through
+    a JSON round trip so tuples compare equal to lists. ``wrapped_ok`` accepts ``[result] == expected``,
+    APPS's convention for call-based outputs.
+    """
+    alt = " or [_got] == _expected" if wrapped_ok else ""
+    code = (
+        "import json as _json\n"
+        f"_args = _json.loads({json.dumps(list(args))!r})\n"
+        f"_expected = _json.loads({json.dumps(expected)!r})\n"
+        f"_got = _json.loads(_json.dumps({candidate}(*_args)))\n"
+        f"assert _got == _expected{alt}, f'expected {{_expected!r}}, got {{_got!r}}'\n"
+    )
+    return CodeTest(name=name, code=code)
+
+
+def candidate_expr(function_name: str, starter_code: str) -> str:
+    """How tests reach the function: a LeetCode ``class Solution`` method or a plain function."""
+    return f"Solution().{function_name}" if "class Solution" in starter_code else function_name
+
+
+def json_field(row: FieldReader, key: str, kind: str, *, default: Any = ...) -> Any:
+    """A field that may hold JSON text (APPS, LiveCodeBench) or the decoded value itself."""
+    value = row.get(key, "any", default=default)
+    if isinstance(value, str) and kind != "str":
+        if not value.strip():
+            if default is ...:
+                row.problems.append((row.where(key), "empty"))
+            return None if default is ... else default
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            row.problems.append((row.where(key), f"invalid JSON text: {exc.msg}"))
+            return None
+    if value is not None and value is not default and kind == "object" and not isinstance(value, Mapping):
+        row.problems.append((row.where(key), f"expected object, got {type(value).__name__}"))
+        return None
+    if value is not None and value is not default and kind == "list" and not isinstance(value, list):
+        row.problems.append((row.where(key), f"expected list, got {type(value).__name__}"))
+        return None
+    return value
+
+
+def difficulty_from(row: FieldReader, key: str, mapping: Mapping[Any, int], *, default: int) -> int:
+    value = row.get(key, "any", default=None)
+    if value is None:
+        return default
+    if value not in mapping:
+        row.problems.append((row.where(key), f"unknown difficulty {value!r}; known: {list(mapping)}"))
+        return default
+    return mapping[value]
+
+
+def import_rows(url: PathLike, convert: RowConverter) -> list[Task]:
+    """Convert every row of ``url``; bad rows raise ``TaskValidationError`` with file:line: field."""
+
+    def one(value: Any) -> tuple[list[Task], list[Problem]]:
+        problems: list[Problem] = []
+        if not isinstance(value, Mapping):
+            return [], [("", f"expected a JSON object, got {type(value).__name__}")]
+        task = convert(FieldReader(value, "", problems))
+        if problems or task is None:
+            return [], problems or [("", "row could not be converted")]
+        problems = task_problems(task)
+        return ([] if problems else [task]), problems
+
+    return list(convert_file(url, one).tasks)

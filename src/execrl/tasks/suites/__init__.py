@@ -1,0 +1,35 @@
+"""Built-in task suites, each a seeded generator with reference and wrong solutions.
+
+``BUILTIN_SUITES[name](split, seed)`` returns the tasks of one split ("train" or "test"); the same seed
+always gives the same tasks and ids, and the two splits of one seed never share a task. The task registry
+(``execrl.tasks.load_suite``) serves these by name.
+
+| suite        | train | test | what                                                          |
+|--------------|-------|------|---------------------------------------------------------------|
+| functions    | 640   | 130  | write one Python function (19 families, ~30% difficulty 1)    |
+| stdio        | 116   | 24   | stdin/stdout programs, 12 of them in C++17                    |
+| repository   | 57    | 12   | change one function of a small project without breaking it    |
+| math         | 440   | 80   | word problems with exact answers                              |
+| structured   | 120   | 30   | JSON answers checked against a schema and expected values     |
+
+(counts for seed 0; other seeds hold out different instances, so they shift by a few.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from execrl.tasks.schema import Task
+from execrl.tasks.suites import functions, math_word, repository, stdio, structured
+
+SuiteBuilder = Callable[[str, int], list[Task]]
+
+BUILTIN_SUITES: dict[str, SuiteBuilder] = {
+    "functions": functions.build,
+    "stdio": stdio.build,
+    "repository": repository.build,
+    "math": math_word.build,
+    "structured": structured.build,
+}
+
+__all__ = ["BUILTIN_SUITES", "SuiteBuilder"]

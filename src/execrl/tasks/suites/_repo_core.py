@@ -1,0 +1,157 @@
+"""Repository tasks: a small multi-module project in which one function must be written, fixed or changed.
+
+A ``Project`` is its files in their final (correct) state; each ``Target`` names one function and gives the
+variants needed to make tasks from it: ``implement`` (the body is missing), ``fix`` (a buggy body is there)
+and, where ``old`` is given, ``change`` (an older behaviour must be changed as ``change_request`` says).
+The hidden tests run every test function of the project, so a candidate that passes its function's own
+test but breaks a caller (the ``wrong`` variant) loses reward: that is the point of these tasks.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from execrl.sandbox.types import CodeTest
+from execrl.tasks.schema import CodeSpec, Split, Task, TaskMetadata
+from execrl.tasks.suites._common import fence, task_id
+
+KINDS = ("implement", "fix", "change")
+
+
+@dataclass(frozen=True)
+class Target:
+    module: str  # path of the module holding the function, e.g. "shop/money.py"
+    function: str
+    description: str  # what the function must do, as a sentence
+    wrong: str  # a version that passes its own tests but breaks a caller
+    buggy: str  # a version that fails its own tests (the starter of a ``fix`` task)
+    own_tests: tuple[str, ...]  # "tests/test_money.py::test_to_cents"
+    old: str = ""  # an older version (the starter of a ``change`` task); empty for no change task
+    change_request: str = ""
+    difficulty: int = 2
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    files: Mapping[str, str]
+    targets: tuple[Target, ...]
+
+
+def project_files(files: Mapping[str, str]) -> dict[str, str]:
+    """Dedent each file and add the ``__init__.py`` of every package directory."""
+    out = {path: textwrap.dedent(text).lstrip("\n") for path, text in files.items()}
+    for path in list(out):
+        parts = path.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            out.setdefault("/".join(parts[:depth]) + "/__init__.py", "")
+    return out
+
+
+def _function_span(source: str, name: str, where: str) -> tuple[int, int]:
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            assert node.end_lineno is not None
+            return node.lineno - 1, node.end_lineno
+    raise ValueError(f"{where}: no top-level function {name!r}")
+
+
+def replace_function(source: str, name: str, new_def: str, where: str) -> str:
+    """``source`` with the top-level function ``name`` replaced by ``new_def`` (a whole ``def``)."""
+    start, end = _function_span(source, name, where)
+    lines = source.splitlines(keepends=True)
+    return "".join(lines[:start]) + textwrap.dedent(new_def).strip("\n") + "\n" + "".join(lines[end:])
+
+
+def stub_function(source: str, name: str, where: str) -> str:
+    """``source`` with the body of ``name`` replaced by ``raise NotImplementedError`` (docstring kept)."""
+    start, end = _function_span(source, name, where)
+    node = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == name)
+    lines = source.splitlines(keepends=True)
+    first_body = node.body[0]
+    has_doc = isinstance(first_body, ast.Expr) and isinstance(first_body.value, ast.Constant)
+    keep_until = (first_body.end_lineno if has_doc else node.body[0].lineno - 1) or start + 1
+    head = "".join(lines[start:keep_until])
+    return "".join(lines[:start]) + head + "    raise NotImplementedError\n" + "".join(lines[end:])
+
+
+def test_names(files: Mapping[str, str]) -> list[str]:
+    """Every ``tests/...::test_x`` function of the project, in file order."""
+    names = []
+    for path in sorted(p for p in files if p.startswith("tests/") and p.endswith(".py")):
+        for node in ast.parse(files[path]).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                names.append(f"{path}::{node.name}")
+    return names
+
+
+def code_test(name: str) -> CodeTest:
+    """A test that imports the project's test module from the work directory and calls one function."""
+    path, function = name.split("::")
+    module = path[: -len(".py")].replace("/", ".")
+    code = f"import importlib\nimportlib.import_module({module!r}).{function}()\n"
+    return CodeTest(name=name, code=code)
+
+
+def _callers(files: Mapping[str, str], target: Target) -> list[str]:
+    return sorted(
+        p for p, text in files.items()
+        if p != target.module and not p.startswith("tests/") and p.endswith(".py") and target.function in text
+    )  # fmt: skip
+
+
+def _instruction(target: Target, kind: str) -> str:
+    fn = f"`{target.function}` in `{target.module}`"
+    if kind == "implement":
+        return f"Implement {fn}: {target.description}"
+    if kind == "fix":
+        return f"{fn} has a bug and the project's tests fail. It should work like this: {target.description} Fix it."
+    return target.change_request
+
+
+def build_repo_task(project: Project, target: Target, kind: str, index: int, *, split: Split) -> Task:
+    files = project_files(project.files)
+    where = f"repository/{project.name}/{target.function}"
+    reference = files[target.module]
+    if kind == "implement":
+        starter = stub_function(reference, target.function, where)
+    elif kind == "fix":
+        starter = replace_function(reference, target.function, target.buggy, where)
+    else:
+        starter = replace_function(reference, target.function, target.old, where)
+    wrong = replace_function(reference, target.function, target.wrong, where)
+    shown = "\n\n".join(f"### {p}\n{fence(files[p])}" for p in _callers(files, target))
+    prompt = (
+        f"You are working on a small Python project. The file `{target.module}` currently reads:\n\n"
+        f"{fence(starter)}\n\n"
+        + (f"Other modules of the project use it:\n\n{shown}\n\n" if shown else "")
+        + f"Task: {_instruction(target, kind)} Other modules and the project's tests call this code, so keep "
+        "every name, parameter and return type they rely on working.\n\n"
+        f"Reply with the complete new content of `{target.module}` in one ```python code block."
+    )
+    own = set(target.own_tests)
+    if not own:
+        raise ValueError(f"{where}: name the function's own tests; they become the visible tests")
+    names = test_names(files)
+    missing = own - set(names)
+    if missing:
+        raise ValueError(f"{where}: own tests {sorted(missing)} are not in the project's tests")
+    return Task(
+        id=task_id("repository", project.name, index),
+        domain="code",
+        prompt=prompt,
+        spec=CodeSpec(
+            kind="repository",
+            files={p: text for p, text in files.items() if p != target.module},
+            program_path=target.module,
+            starter_code=starter,
+        ),
+        metadata=TaskMetadata(family=f"repo_{kind}", difficulty=target.difficulty, split=split),
+        visible_tests=tuple(code_test(n) for n in names if n in own),
+        hidden_tests=tuple(code_test(n) for n in names),
+        reference_solution=fence(reference),
+        wrong_solution=fence(wrong),
+    )

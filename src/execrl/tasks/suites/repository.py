@@ -1,0 +1,53 @@
+"""The ``repository`` suite: change one function of a small multi-module project without breaking callers.
+
+Eight projects (a shop, text statistics, a task tracker, a grade book, a warehouse, a config reader, a
+ledger and a library desk), each with 2-3 modules and a test package. Every target function yields an
+``implement`` task and a ``fix`` task, and some a ``change`` task (add a parameter, make a limit
+configurable): 69 tasks. Hidden tests run all of the project's test functions; the visible tests are the
+function's own. Each wrong answer passes the function's own tests but breaks a caller (a float where an int
+was expected, a renamed or now-required parameter, a mutated argument, a swallowed exception), which is
+exactly the failure that per-function unit tests cannot see.
+
+The seed only decides which tasks are held out for ``test`` (the projects are hand-written).
+"""
+
+from __future__ import annotations
+
+from execrl.tasks.schema import Task
+from execrl.tasks.suites._common import check_split, held_out, in_split
+from execrl.tasks.suites._repo_core import Project, Target, build_repo_task
+from execrl.tasks.suites._repo_projects_a import SHOP, TEXTSTATS
+from execrl.tasks.suites._repo_projects_b import GRADES, WAREHOUSE
+from execrl.tasks.suites._repo_projects_c import CONF, LEDGER, LIBRARY
+from execrl.tasks.suites._repo_tracker import TRACKER
+
+PROJECTS: tuple[Project, ...] = (SHOP, TEXTSTATS, TRACKER, GRADES, WAREHOUSE, CONF, LEDGER, LIBRARY)
+
+
+def _pool() -> list[tuple[Project, Target, str, int]]:
+    """(project, target, kind, index within the project) for every task, in a fixed order."""
+    pool = []
+    for project in PROJECTS:
+        index = 0
+        for target in project.targets:
+            for kind in ("implement", "fix", "change"):
+                if kind == "change" and not target.old:
+                    continue
+                pool.append((project, target, kind, index))
+                index += 1
+    return pool
+
+
+def build(split: str = "train", seed: int = 0) -> list[Task]:
+    """Change one function of a small multi-module project without breaking its callers.
+
+    Deterministic for ``seed``; ids like ``repository/shop/0003``.
+    """
+    chosen = check_split(split)
+    pool = _pool()
+    test_indices = held_out(len(pool), seed, "repository")
+    return [
+        build_repo_task(project, target, kind, index, split=chosen)
+        for position, (project, target, kind, index) in enumerate(pool)
+        if in_split(position, test_indices, chosen)
+    ]

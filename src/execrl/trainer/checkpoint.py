@@ -1,0 +1,276 @@
+"""Checkpoints that resume bit-exactly: weights, optimizer, LR scheduler, RNG states, data position, metrics.
+
+Layout: ``run_dir/checkpoints/step_000010/`` holding ``model.safetensors`` (+ ``<name>.safetensors`` per extra
+module, e.g. a value head), ``optimizer.pt``, ``scheduler.pt``, ``rng.pt`` (python ``random``, numpy, torch
+CPU and every CUDA device), ``trainer_state.pt`` (step, the loop's opaque ``data_state``, metrics) and a
+human-readable ``meta.json``.
+
+Atomic: everything is written into ``step_000010.tmp-XXXX`` in the same directory, each file is fsync'ed,
+then the directory is renamed into place (``os.rename`` is atomic on POSIX) and the parent fsync'ed. A crash
+or SIGKILL mid-write leaves only a ``.tmp-`` directory, which ``latest_checkpoint`` ignores and the next save
+deletes; a ``step_*`` directory is always complete. Resume bugs this guards against: data position not
+restored (OpenRLHF #1103), replayed data (open-instruct PR #1523), lost RNG state (non-reproducible resumes).
+
+Limits: single writer per run directory; ``.pt`` files are read with ``torch.load(weights_only=True)``, so
+``data_state`` may hold only dicts, lists, tuples, str, int, float, bool, None and tensors (checked on save).
+The model file restores into an existing module; for a Hugging Face export use ``model.save_pretrained``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import safetensors.torch
+import torch
+from torch import nn
+
+CHECKPOINTS_DIRNAME = "checkpoints"
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+_PARTIAL_DIR = re.compile(r"^step_\d+\.(tmp|old)-")
+_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    """What ``load_checkpoint`` hands back to the loop besides the restored objects."""
+
+    path: Path
+    step: int
+    data_state: dict[str, Any]
+    metrics: dict[str, float]
+
+
+def checkpoint_path(run_dir: str | os.PathLike[str], step: int) -> Path:
+    """``run_dir/checkpoints/step_{step:06d}``."""
+    return Path(run_dir) / CHECKPOINTS_DIRNAME / f"step_{step:06d}"
+
+
+def list_checkpoints(run_dir: str | os.PathLike[str]) -> list[Path]:
+    """Complete checkpoints of ``run_dir``, oldest step first."""
+    root = Path(run_dir) / CHECKPOINTS_DIRNAME
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := _STEP_DIR.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(run_dir: str | os.PathLike[str]) -> Path | None:
+    """The complete checkpoint with the highest step, or None (half-written ``.tmp-`` dirs are ignored)."""
+    found = list_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """RNG states of python ``random``, numpy's global generator, torch CPU and all CUDA devices."""
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    return {
+        "python": random.getstate(),
+        "numpy": (name, torch.from_numpy(np.asarray(keys, dtype=np.int64)), pos, has_gauss, gauss),
+        "torch_cpu": torch.get_rng_state(),
+        "torch_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def restore_rng_state(state: Mapping[str, Any]) -> None:
+    """Inverse of ``capture_rng_state``. CUDA states are restored when the device count matches."""
+    random.setstate(_as_python_random_state(state["python"]))
+    name, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), int(pos), int(has_gauss), float(gauss)))
+    torch.set_rng_state(state["torch_cpu"])
+    cuda_states = state["torch_cuda"]
+    if cuda_states and torch.cuda.is_available():
+        if len(cuda_states) != torch.cuda.device_count():
+            raise RuntimeError(
+                f"checkpoint has RNG states for {len(cuda_states)} CUDA devices, this process sees "
+                f"{torch.cuda.device_count()}; set CUDA_VISIBLE_DEVICES to match or pass restore_rng=False"
+            )
+        torch.cuda.set_rng_state_all(cuda_states)
+
+
+def _as_python_random_state(state: Any) -> tuple[Any, ...]:
+    version, internal, gauss = state
+    return (int(version), tuple(int(x) for x in internal), gauss)
+
+
+def _check_serialisable(value: Any, where: str) -> None:
+    if value is None or isinstance(value, str | int | float | bool | torch.Tensor):
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str | int):
+                raise TypeError(f"{where}: dict key {key!r} must be str or int")
+            _check_serialisable(item, f"{where}[{key!r}]")
+        return
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_serialisable(item, f"{where}[{index}]")
+        return
+    raise TypeError(
+        f"{where} is a {type(value).__name__}; checkpoint data_state may hold only dicts, lists, tuples, "
+        "str, int, float, bool, None and tensors (convert it, e.g. a generator's get_state())"
+    )
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _torch_save(obj: Any, path: Path) -> None:
+    with path.open("wb") as handle:
+        torch.save(obj, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _write_contents(
+    tmp: Path,
+    *,
+    step: int,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None,
+    data_state: dict[str, Any],
+    metrics: dict[str, float],
+    extra_modules: Mapping[str, nn.Module],
+) -> None:
+    files = ["model.safetensors"]
+    safetensors.torch.save_model(model, str(tmp / "model.safetensors"))
+    for name, module in extra_modules.items():
+        safetensors.torch.save_model(module, str(tmp / f"{name}.safetensors"))
+        files.append(f"{name}.safetensors")
+    if optimizer is not None:
+        _torch_save(optimizer.state_dict(), tmp / "optimizer.pt")
+        files.append("optimizer.pt")
+    if scheduler is not None:
+        _torch_save(scheduler.state_dict(), tmp / "scheduler.pt")
+        files.append("scheduler.pt")
+    _torch_save(capture_rng_state(), tmp / "rng.pt")
+    _torch_save({"step": step, "data_state": data_state, "metrics": metrics}, tmp / "trainer_state.pt")
+    meta = {
+        "format_version": 1,
+        "step": step,
+        "metrics": metrics,
+        "files": [*files, "rng.pt", "trainer_state.pt"],
+    }
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    for path in tmp.iterdir():
+        _fsync_path(path)
+    _fsync_path(tmp)
+
+
+def save_checkpoint(
+    run_dir: str | os.PathLike[str],
+    *,
+    step: int,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    data_state: dict[str, Any] | None = None,
+    metrics: Mapping[str, float] | None = None,
+    keep_last: int | None = 3,
+    extra_modules: Mapping[str, nn.Module] | None = None,
+) -> Path:
+    """Write ``run_dir/checkpoints/step_{step:06d}`` atomically and keep only the newest ``keep_last``.
+
+    Call it at the end of a step, after the update and after advancing the data position, so that
+    ``data_state`` says where the NEXT step starts. The RNG states captured are those at this call. Saving a
+    step that already exists replaces it (also atomically). ``keep_last=None`` keeps every checkpoint.
+    """
+    if keep_last is not None and keep_last < 1:
+        raise ValueError(f"keep_last must be >= 1 or None (keep all), got {keep_last}")
+    extra = dict(extra_modules or {})
+    for name in extra:
+        if not _MODULE_NAME.match(name) or name == "model":
+            raise ValueError(f"extra_modules key {name!r} must be a python identifier other than 'model'")
+    data = dict(data_state or {})
+    _check_serialisable(data, "data_state")
+    final = checkpoint_path(run_dir, step)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    _remove_partials(final.parent)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{final.name}.tmp-", dir=final.parent))
+    _write_contents(
+        tmp,
+        step=step,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        data_state=data,
+        metrics={k: float(v) for k, v in (metrics or {}).items()},
+        extra_modules=extra,
+    )
+    old: Path | None = None
+    if final.exists():
+        old = Path(tempfile.mkdtemp(prefix=f"{final.name}.old-", dir=final.parent))
+        os.rename(final, old / final.name)
+    os.rename(tmp, final)
+    _fsync_path(final.parent)
+    if old is not None:
+        shutil.rmtree(old)
+    if keep_last is not None:
+        for stale in list_checkpoints(run_dir)[:-keep_last]:
+            shutil.rmtree(stale)
+    return final
+
+
+def _remove_partials(root: Path) -> None:
+    for path in root.iterdir():
+        if path.is_dir() and _PARTIAL_DIR.match(path.name):
+            shutil.rmtree(path)
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str],
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    *,
+    extra_modules: Mapping[str, nn.Module] | None = None,
+    restore_rng: bool = True,
+) -> CheckpointState:
+    """Restore ``model`` (and optimizer, scheduler, extra modules, RNG states when given) in place.
+
+    Returns the step, the loop's ``data_state`` and the metrics saved with it. Raises ``FileNotFoundError``
+    naming the missing file when the checkpoint lacks something that was asked for.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise FileNotFoundError(
+            f"checkpoint directory {root} does not exist (see latest_checkpoint(run_dir))"
+        )
+    safetensors.torch.load_model(model, _require(root, "model.safetensors"), strict=True)
+    for name, module in (extra_modules or {}).items():
+        safetensors.torch.load_model(module, _require(root, f"{name}.safetensors"), strict=True)
+    if optimizer is not None:
+        optimizer.load_state_dict(torch.load(_require(root, "optimizer.pt"), weights_only=True))
+    if scheduler is not None:
+        scheduler.load_state_dict(torch.load(_require(root, "scheduler.pt"), weights_only=True))
+    if restore_rng:
+        restore_rng_state(torch.load(_require(root, "rng.pt"), weights_only=True))
+    state = torch.load(_require(root, "trainer_state.pt"), weights_only=True)
+    return CheckpointState(
+        path=root,
+        step=int(state["step"]),
+        data_state=dict(state["data_state"]),
+        metrics=dict(state["metrics"]),
+    )
+
+
+def _require(root: Path, name: str) -> Path:
+    path = root / name
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {root} has no {name}; was it saved with that component?")
+    return path

@@ -1,0 +1,32 @@
+"""Fixtures for end-to-end runs: a tiny random Llama saved as a Hugging Face directory (SmolLM2's
+tokenizer, no weights downloaded) and small task files, so ``execrl train`` runs in seconds per step."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # toy_domain, importable by "module:function" paths
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from execrl.rollout.models import default_tokenizer, tiny_model
+
+    path = tmp_path_factory.mktemp("tiny-llama")
+    tiny_model(seed=0).save_pretrained(path)
+    default_tokenizer().save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def toy_tasks_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import toy_domain
+
+    from execrl.tasks import save_tasks
+
+    path = tmp_path_factory.mktemp("toy") / "toy.jsonl"
+    save_tasks(toy_domain.toy_tasks(16, "train") + toy_domain.toy_tasks(8, "test"), str(path))
+    return path

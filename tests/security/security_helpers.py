@@ -1,0 +1,66 @@
+"""Host-side checks for the adversarial sandbox suite (research notes, section 5)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from execrl.sandbox import ExecutionRequest, Limits, Sandbox
+from execrl.sandbox.pool import UIDS_PER_POOL
+
+
+def py(program: str, *tests: object, **limits: float) -> ExecutionRequest:
+    """A Python request with small limits so that hostile programs end quickly."""
+    base = {"timeout_s": 10.0, "cpu_time_s": 2.0, "memory_mb": 128, "max_processes": 16}
+    base.update(limits)
+    return ExecutionRequest(language="python", program=program, tests=tuple(tests), limits=Limits(**base))  # type: ignore[arg-type]
+
+
+def _uid(pid: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return None
+
+
+def sandbox_processes(sandbox: Sandbox) -> set[int]:
+    """Host pids running as one of this sandbox's uids (other sandboxes on the host use other uids)."""
+    uids = range(sandbox._pool.uid_base, sandbox._pool.uid_base + UIDS_PER_POOL)
+    return {int(p) for p in os.listdir("/proc") if p.isdigit() and _uid(p) in uids}
+
+
+def parked_pids(sandbox: Sandbox) -> set[int]:
+    pool = sandbox._pool
+    deadline = time.monotonic() + 10
+    while True:
+        with pool.cond:
+            if not pool.pending or time.monotonic() > deadline:
+                return {w.pid for queue in pool.ready.values() for w in queue}
+        time.sleep(0.01)
+
+
+def assert_no_survivors(sandbox: Sandbox) -> None:
+    """Nothing of a finished run is left: only parked (never used) workers run as a sandbox uid, and
+    every cgroup slot holds only parked workers."""
+    deadline = time.monotonic() + 5
+    while True:
+        parked = parked_pids(sandbox)
+        extra = sandbox_processes(sandbox) - parked
+        cgroup_pids: set[int] = set()
+        if sandbox._pool.cgroups is not None:
+            for slot in sandbox._pool.cgroups.slots:
+                cgroup_pids.update(slot.pids())
+        if not extra and cgroup_pids <= parked:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"survivors: uid processes {extra}, cgroup processes {cgroup_pids - parked}")
+        time.sleep(0.02)
+
+
+def host_file_absent(path: str) -> bool:
+    return not Path(path).exists()
