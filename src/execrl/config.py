@@ -73,7 +73,13 @@ class RolloutSection(_Section):
 
 
 class AlgorithmSection(_Section):
-    advantage_estimator: str = "grpo"
+    advantage_estimator: str = Field(
+        "grpo", description="grpo | dr_grpo | rloo | reinforce_pp | gae (PPO with a learned value head)"
+    )
+    gamma: float = Field(1.0, ge=0, le=1, description="PPO/GAE discount")
+    gae_lambda: float = Field(1.0, ge=0, le=1)
+    value_coef: float = Field(0.5, ge=0)
+    value_clip_eps: float = Field(0.2, gt=0)
     policy_loss: str = "ppo"
     loss_aggregation: str = "token-mean"
     std_eps: float = Field(1e-6, gt=0)
@@ -84,7 +90,10 @@ class AlgorithmSection(_Section):
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"
     kl_in_reward: bool = False
     entropy_coef: float = Field(0.0, ge=0)
-    filter_zero_variance_groups: bool = False
+    dynamic_sampling: bool = Field(False, description="DAPO: replace zero-variance groups by resampling")
+    max_resample_rounds: int = Field(
+        3, ge=0, description="extra sampling rounds per step for dynamic_sampling"
+    )
 
 
 class OptimSection(_Section):
@@ -148,17 +157,17 @@ class EvalSection(_Section):
 
 
 class TrainConfig(_Section):
-    run: RunSection = Field(default_factory=RunSection)
-    model: ModelSection = Field(default_factory=ModelSection)
-    tasks: TaskSection = Field(default_factory=TaskSection)
-    rollout: RolloutSection = Field(default_factory=RolloutSection)
-    algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection)
-    optim: OptimSection = Field(default_factory=OptimSection)
-    reward: RewardSection = Field(default_factory=RewardSection)
-    sandbox: SandboxSection = Field(default_factory=SandboxSection)
-    telemetry: TelemetrySection = Field(default_factory=TelemetrySection)
-    checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
-    eval: EvalSection = Field(default_factory=EvalSection)
+    run: RunSection = RunSection()
+    model: ModelSection = ModelSection()
+    tasks: TaskSection = TaskSection()
+    rollout: RolloutSection = RolloutSection()
+    algorithm: AlgorithmSection = AlgorithmSection()
+    optim: OptimSection = OptimSection()
+    reward: RewardSection = RewardSection()
+    sandbox: SandboxSection = SandboxSection()
+    telemetry: TelemetrySection = TelemetrySection()
+    checkpoint: CheckpointSection = CheckpointSection()
+    eval: EvalSection = EvalSection()
 
     @property
     def sequences_per_step(self) -> int:
@@ -212,7 +221,11 @@ def validate_config(data: dict[str, Any], *, source: str = "config") -> TrainCon
         lines = []
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            hint = "unknown key; check the spelling with --print-config" if err["type"] == "extra_forbidden" else err["msg"]
+            hint = (
+                "unknown key; check the spelling with --print-config"
+                if err["type"] == "extra_forbidden"
+                else err["msg"]
+            )
             lines.append(f"  {key}: {hint} (got {err.get('input')!r}); set it as {key}=VALUE")
         raise ConfigError(f"{source}: invalid configuration:\n" + "\n".join(lines)) from exc
 

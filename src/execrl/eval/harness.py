@@ -129,7 +129,9 @@ def generate(engine: HFEngine, tasks: Sequence[Task], config: EvalConfig) -> Gen
     seconds = 0.0
     for start in range(0, len(tasks), config.prompts_per_batch):
         chunk = tasks[start : start + config.prompts_per_batch]
-        batch = engine.generate(encode_prompts(engine.tokenizer, [prompt_for_chat(t.prompt) for t in chunk]), params)
+        batch = engine.generate(
+            encode_prompts(engine.tokenizer, [prompt_for_chat(t.prompt) for t in chunk]), params
+        )
         n = config.samples_per_task
         row_lengths = batch.completion_lengths.tolist()
         for i in range(len(chunk)):

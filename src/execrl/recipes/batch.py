@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import torch
@@ -77,3 +78,32 @@ def logprob_mismatch(rollout: RolloutBatch, recomputed: torch.Tensor) -> float:
     width = rollout.completion_ids.shape[1]
     diff = (recomputed[:, -width:] - rollout.logprobs).abs() * rollout.response_mask  # [N, T]
     return float(diff.max()) if diff.numel() else 0.0
+
+
+def ppo_targets(
+    model: torch.nn.Module,
+    value_head: torch.nn.Module,
+    batch: TrainBatch,
+    rewards: torch.Tensor,  # [N] outcome rewards
+    *,
+    gamma: float,
+    lam: float,
+) -> TrainBatch:
+    """PPO with a learned value function: old values, GAE advantages (whitened) and returns.
+
+    The outcome reward sits on each sequence's last response token (``token_level_rewards``); GAE
+    (Schulman et al. 2016, arXiv 1506.02438) spreads it back with the critic's values as baseline.
+    Invalid rows (``batch.valid`` False) are masked out of the advantages and returns.
+    """
+    from execrl.trainer import forward_hidden, gae, masked_whiten, token_level_rewards
+
+    mask = batch.response_mask.bool()
+    if batch.valid is not None:
+        mask &= batch.valid[:, None]
+    with torch.no_grad():
+        values = value_head(forward_hidden(model, batch.input_ids, batch.attention_mask)).float()  # [N, S]
+    token_rewards = token_level_rewards(rewards.float(), mask)  # [N, S]
+    advantages, returns = gae(token_rewards, values * mask, mask, gamma=gamma, lam=lam)
+    if int(mask.sum()) >= 2:
+        advantages = masked_whiten(advantages, mask)
+    return dataclasses.replace(batch, advantages=advantages, old_values=values * mask, returns=returns)

@@ -69,8 +69,14 @@ def _eval(args: argparse.Namespace) -> int:
     for name, est in result.pass_at_k.items():
         print(f"  {name:>9}: {est.value:.4f}  (95% CI {est.ci_low:.4f} .. {est.ci_high:.4f})")
     print(f"  reward   : {result.mean_reward.value:.4f}")
-    for key in ("truncation_rate", "extraction_failure_rate", "invalid_rate", "length_mean_tokens",
-                "rescoring_agreement", "tokens_per_s"):
+    for key in (
+        "truncation_rate",
+        "extraction_failure_rate",
+        "invalid_rate",
+        "length_mean_tokens",
+        "rescoring_agreement",
+        "tokens_per_s",
+    ):
         print(f"  {key}: {result.diagnostics[key]:.4f}")
     if args.json:
         print(f"per-task results: {args.json}")
@@ -80,7 +86,9 @@ def _eval(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from execrl.telemetry.report import compare_runs
 
-    out = compare_runs(args.run_a, args.run_b, args.out or Path(f"compare-{args.run_a.name}-{args.run_b.name}"))
+    out = compare_runs(
+        args.run_a, args.run_b, args.out or Path(f"compare-{args.run_a.name}-{args.run_b.name}")
+    )
     print(out.read_text(encoding="utf-8") if out.suffix == ".md" else f"written: {out}")
     return 0
 

@@ -57,15 +57,22 @@ def evaluate_checkpoint_once(
             reward=setup.reward_config(config),
         )
         out["suites"][suite] = result.to_dict()
-        log.info("%s %s: mean reward %.3f, pass@1 %s", label, suite, result.mean_reward.value,
-                 result.pass_at_k.get("pass@1"))
+        log.info(
+            "%s %s: mean reward %.3f, pass@1 %s",
+            label,
+            suite,
+            result.mean_reward.value,
+            result.pass_at_k.get("pass@1"),
+        )
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(out, indent=1), encoding="utf-8")
     tmp.replace(path)
     return out
 
 
-def compare_evals(base: dict[str, Any], trained: dict[str, Any], *, resamples: int, seed: int) -> dict[str, Any]:
+def compare_evals(
+    base: dict[str, Any], trained: dict[str, Any], *, resamples: int, seed: int
+) -> dict[str, Any]:
     """Per suite: pass@k of both with intervals and the paired difference, and the same for mean reward."""
     out: dict[str, Any] = {}
     for suite, b in base["suites"].items():
@@ -101,7 +108,13 @@ def finish_report(run_dir: Path, config: TrainConfig) -> Path:
 
 
 def eval_command(
-    *, model: str, suite: str, split: str, eval_config: EvalConfig, limit: int | None, json_path: Path | None,
+    *,
+    model: str,
+    suite: str,
+    split: str,
+    eval_config: EvalConfig,
+    limit: int | None,
+    json_path: Path | None,
     sandbox_workers: int,
 ) -> EvalResult:
     """``execrl eval``: one model on one suite, per-task results saved, summary printed by the caller."""
@@ -117,7 +130,9 @@ def eval_command(
         tasks = tasks[:limit]
     engine = create_engine("hf", model=model_obj, tokenizer=tokenizer)
     with Sandbox(SandboxConfig(workers=sandbox_workers)) as sandbox:
-        result = evaluate(engine, tasks, suite=suite, model_name=str(path), config=eval_config, sandbox=sandbox)  # type: ignore[arg-type]
+        result = evaluate(
+            engine, tasks, suite=suite, model_name=str(path), config=eval_config, sandbox=sandbox
+        )  # type: ignore[arg-type]
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(result.to_dict(), indent=1), encoding="utf-8")

@@ -15,6 +15,7 @@ from the newest checkpoint with the same data, RNG and metrics file (no step log
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import time
@@ -27,20 +28,20 @@ import torch
 
 from execrl.config import TrainConfig
 from execrl.recipes import setup
-from execrl.recipes.batch import logprob_mismatch, rollout_metrics, to_train_batch
-from execrl.rewards import reward_metrics, score_batch
+from execrl.recipes.batch import logprob_mismatch, ppo_targets, rollout_metrics, to_train_batch
+from execrl.recipes.sampling import GroupSampler, sample_groups
+from execrl.rewards import reward_metrics
 from execrl.rollout.engine import create_engine
-from execrl.rollout.prompts import encode_prompts
 from execrl.rollout.types import SamplingParams
 from execrl.scheduler import MixtureSampler
-from execrl.tasks.schema import prompt_for_chat
+from execrl.tasks.schema import Task
 from execrl.telemetry import RunTelemetry, alarm_rules_from_config
 from execrl.telemetry.webhook import WebhookConfig
 from execrl.trainer import (
+    ValueHead,
     build_optimizer,
     build_scheduler,
     compute_advantages,
-    filter_zero_variance_groups,
     latest_checkpoint,
     load_checkpoint,
     needs_reference,
@@ -69,17 +70,33 @@ def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool
     model, tokenizer, model_path = setup.load_policy(config)
     tcfg = setup.trainer_config(config)
     ref_model = setup.load_reference(model_path, model.dtype) if needs_reference(tcfg) else None
-    optimizer = build_optimizer(model, tcfg)
+    # PPO ("gae") learns a value head on the policy's hidden states; the GRPO family needs none.
+    value_head = ValueHead(model.config.hidden_size) if tcfg.advantage_estimator == "gae" else None
+    optimizer = build_optimizer(model, tcfg, extra_modules=(value_head,) if value_head is not None else ())
     scheduler = build_scheduler(optimizer, tcfg)
     train_suites = setup.load_suites(config.tasks.suites, "train", config.tasks.max_difficulty)
     sampler = MixtureSampler(train_suites, config.tasks.suites, seed=config.run.seed)
     engine = create_engine(config.rollout.engine, model=model, tokenizer=tokenizer)
     rewards_cfg = setup.reward_config(config)
+    extra_sampler = MixtureSampler(train_suites, config.tasks.suites, seed=config.run.seed + 7919)
 
+    def extra_tasks(step: int, round_: int) -> list[Task]:  # DAPO resampling draws from a separate stream
+        index = step * (config.algorithm.max_resample_rounds + 1) + round_
+        return extra_sampler.tasks_for_step(index, config.rollout.prompts_per_step)
+
+    sampling = SamplingParams(
+        samples_per_prompt=config.rollout.samples_per_prompt,
+        max_new_tokens=config.rollout.max_new_tokens,
+        temperature=config.rollout.temperature,
+        top_p=config.rollout.top_p,
+        top_k=config.rollout.top_k,
+    )
+
+    extras = {"value_head": value_head} if value_head is not None else None
     start_step = 0
     checkpoint = latest_checkpoint(run_dir) if resume_dir is not None else None
     if checkpoint is not None:
-        state = load_checkpoint(checkpoint, model, optimizer, scheduler)
+        state = load_checkpoint(checkpoint, model, optimizer, scheduler, extra_modules=extras)
         start_step = int(state.data_state["next_step"])
         log.info("resumed from %s at step %d", checkpoint, start_step)
     webhook = WebhookConfig(url=config.telemetry.webhook_url) if config.telemetry.webhook_url else None
@@ -100,62 +117,62 @@ def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool
     last_step = start_step - 1
 
     with setup.build_sandbox(config) as sandbox, telemetry, _stop_on_signals(stop):
+        group_sampler = GroupSampler(engine, tokenizer, sandbox, rewards_cfg, sampling, seed=config.run.seed)
         if config.eval.enabled:
             from execrl.recipes.evaluate import evaluate_checkpoint_once
 
             evaluate_checkpoint_once(run_dir, "base", engine, config, sandbox)
         bar = _Progress(config.run.total_steps, start_step, enabled=progress)
         for step in range(start_step, config.run.total_steps):
-            # ---- rollout: sample a group of completions per prompt --------------------------------
+            # ---- rollout + score: a group of completions per prompt, run in the sandbox ------------
             t0 = time.perf_counter()
-            tasks = sampler.tasks_for_step(step, config.rollout.prompts_per_step)
-            params = SamplingParams(
-                samples_per_prompt=config.rollout.samples_per_prompt,
-                max_new_tokens=config.rollout.max_new_tokens,
-                temperature=config.rollout.temperature,
-                top_p=config.rollout.top_p,
-                top_k=config.rollout.top_k,
-                seed=config.run.seed * 1_000_003 + step,
-            )
-            rollout = engine.generate(encode_prompts(tokenizer, [prompt_for_chat(t.prompt) for t in tasks]), params)
-            t1 = time.perf_counter()
 
-            # ---- score: run every completion's tests in the sandbox, concurrently ----------------
-            row_tasks = [tasks[g] for g in rollout.group_index.tolist()]
-            scores = score_batch(row_tasks, list(rollout.texts), sandbox=sandbox, config=rewards_cfg)
+            groups = sample_groups(
+                sampler.tasks_for_step(step, config.rollout.prompts_per_step),
+                functools.partial(extra_tasks, step),
+                functools.partial(group_sampler, step),
+                dynamic=config.algorithm.dynamic_sampling,
+                max_resample_rounds=config.algorithm.max_resample_rounds,
+            )
+            rollout, scores = groups.rollout, groups.scores
             t2 = time.perf_counter()
 
             # ---- advantages: group-relative, invalid rewards excluded ------------------------------
             rewards = torch.tensor([s.reward for s in scores], dtype=torch.float64)  # [N]
             valid = torch.tensor([s.valid for s in scores], dtype=torch.bool)  # [N]
-            if config.algorithm.filter_zero_variance_groups:
-                valid &= filter_zero_variance_groups(rewards, rollout.group_index, valid)
-            advantages = compute_advantages(
-                tcfg.advantage_estimator,
-                rewards,
-                group_ids=rollout.group_index,
-                valid=valid,
-                eps=tcfg.advantage_std_eps,
-            )
-
+            if value_head is None:  # outcome advantages: group-relative (GRPO family)
+                advantages = compute_advantages(
+                    tcfg.advantage_estimator,
+                    rewards,
+                    group_ids=rollout.group_index,
+                    valid=valid,
+                    eps=tcfg.advantage_std_eps,
+                )
+            else:  # PPO: per-token GAE over the learned value function, filled in below
+                advantages = torch.zeros_like(rewards)
             if step == config.run.inject_nan_loss_at_step:  # fault injection (tests of the alarm path)
                 advantages = advantages * float("nan")
 
             # ---- update: clipped policy gradient, micro-batched by tokens -------------------------
             batch = to_train_batch(rollout, advantages, valid, old_logprobs_from_rollout=False)
-            batch = prepare_batch(model, batch, tcfg, ref_model=ref_model)
+            if value_head is not None:
+                batch = ppo_targets(model, value_head, batch, rewards, gamma=tcfg.gamma, lam=tcfg.gae_lambda)
+            batch = prepare_batch(model, batch, tcfg, ref_model=ref_model, value_model=value_head)
             mismatch = logprob_mismatch(rollout, batch.old_logprobs)  # type: ignore[arg-type]
-            metrics = policy_update(model, optimizer, scheduler, batch, tcfg, ref_model=ref_model)
+            metrics = policy_update(
+                model, optimizer, scheduler, batch, tcfg, ref_model=ref_model, value_model=value_head
+            )
             t3 = time.perf_counter()
 
             # ---- log, alarms, checkpoint ------------------------------------------------------------
             metrics.update(reward_metrics(scores))
             metrics.update(rollout_metrics(rollout, scores, config.rollout.max_new_tokens))
             metrics["rollout/logprob_max_abs_diff"] = mismatch
+            metrics["rollout/sampling_rounds"] = float(groups.rounds)
+            metrics["rollout/dropped_zero_variance_groups"] = float(groups.dropped_groups)
             metrics.update(
                 {
-                    "perf/rollout_s": t1 - t0,
-                    "perf/reward_s": t2 - t1,
+                    "perf/rollout_and_reward_s": t2 - t0,
                     "perf/update_s": t3 - t2,
                     "perf/step_s": t3 - t0,
                     "perf/step_tokens_per_s": rollout.stats.generated_tokens / (t3 - t0),
@@ -178,6 +195,7 @@ def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool
                     data_state={"next_step": step + 1},
                     metrics={k: v for k, v in metrics.items() if isinstance(v, float)},
                     keep_last=config.checkpoint.keep_last,
+                    extra_modules=extras,
                 )
             bar.update(metrics)
             if stop.requested:

@@ -100,7 +100,9 @@ def is_task_file(name: str) -> bool:
     return "://" in name or name.endswith((".jsonl", ".jsonl.gz", ".json"))
 
 
-def load_suites(names: list[str] | dict[str, float], split: str, max_difficulty: int) -> dict[str, list[Task]]:
+def load_suites(
+    names: list[str] | dict[str, float], split: str, max_difficulty: int
+) -> dict[str, list[Task]]:
     """Tasks of each suite (registered name, or task JSONL path/URL filtered by ``metadata.split``).
 
     Only tasks with ``difficulty <= max_difficulty`` are kept. HumanEval is refused for training by the
@@ -132,7 +134,9 @@ def build_sandbox(config: TrainConfig) -> Sandbox:
 
 def reward_config(config: TrainConfig, *, mode: str | None = None) -> RewardConfig:
     limits = Limits(
-        timeout_s=config.sandbox.timeout_s, cpu_time_s=config.sandbox.timeout_s, memory_mb=config.sandbox.memory_mb
+        timeout_s=config.sandbox.timeout_s,
+        cpu_time_s=config.sandbox.timeout_s,
+        memory_mb=config.sandbox.memory_mb,
     )
     return RewardConfig(
         mode=mode or config.reward.mode,  # type: ignore[arg-type]
@@ -174,6 +178,10 @@ def trainer_config(config: TrainConfig) -> TrainerConfig:
         loss_aggregation=alg.loss_aggregation,
         advantage_estimator=alg.advantage_estimator,
         advantage_std_eps=alg.std_eps,
+        gamma=alg.gamma,
+        gae_lambda=alg.gae_lambda,
+        value_coef=alg.value_coef,
+        value_clip_eps=alg.value_clip_eps,
         kl_coef=alg.kl_coef,
         kl_estimator=alg.kl_estimator,
         kl_in_reward=alg.kl_in_reward,
