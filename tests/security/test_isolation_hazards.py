@@ -171,13 +171,14 @@ def test_setuid_binaries_give_no_privilege(sandbox: Sandbox) -> None:
         "print('su', p.returncode != 0, repr(p.stdout))\n"
         "p = subprocess.run(['/usr/bin/mount', '-t', 'tmpfs', 'x', '/tmp'], capture_output=True, text=True)\n"
         "print('mount', p.returncode != 0)\n"
-        "print('caps', [l for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapBnd', 'NoNewPrivs'))])\n"
+        "print('caps', [l for l in open('/proc/self/status') if l.startswith(('Cap', 'NoNewPrivs'))])\n"
     )
     result = sandbox.run(py(program))
     out = result.stdout
     assert "euid True" in out and "setuid EPERM" in out
     assert "su True ''" in out and "mount True" in out
-    assert "CapEff:\\t0000000000000000" in out and "CapBnd:\\t0000000000000000" in out
+    for caps in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert f"{caps}:\\t0000000000000000" in out, out
     assert "NoNewPrivs:\\t1" in out
     assert_no_survivors(sandbox)
 

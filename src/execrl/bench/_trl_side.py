@@ -33,7 +33,9 @@ import torch
 from datasets import Dataset
 from torch import Tensor
 from transformers import TrainerCallback
-from trl import GRPOConfig, GRPOTrainer
+from transformers.trainer_callback import PrinterCallback
+from trl.trainer.grpo_config import GRPOConfig
+from trl.trainer.grpo_trainer import GRPOTrainer
 
 from execrl.trainer import (
     TrainBatch,
@@ -130,7 +132,7 @@ class _Recorder:
     generated_tokens: list[int] = field(default_factory=list)
 
 
-class RecordingGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
+class RecordingGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` that copies its first batch, loss and gradient norm into ``self.recorder``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -185,7 +187,7 @@ class RecordingGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 self.loss_type = configured
 
     def _clip_grad_norm(self, model: Any) -> Any:
-        norm = super()._clip_grad_norm(model)
+        norm = super()._clip_grad_norm(model)  # type: ignore[no-untyped-call]
         if math.isnan(self.recorder.grad_norm) and norm is not None:  # the first optimizer step only
             self.recorder.grad_norm = float(norm)
         return norm
@@ -195,6 +197,7 @@ class RecordingGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         if rec.first is None or rec.rewards is None or rec.logprobs is None or rec.loss is None:
             raise RuntimeError("the GRPOTrainer ran no training step, so no batch was captured")
         batch = {k: rec.first[k].cpu() for k in _BATCH_KEYS}
+        assert self.num_generations is not None  # set from GRPOConfig.num_generations in training
         return CapturedBatch(
             **batch,
             rewards=rec.rewards,
@@ -203,12 +206,12 @@ class RecordingGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             losses_by_type=dict(rec.losses_by_type),
             grad_norm=rec.grad_norm,
             loss_type=str(self.loss_type),
-            samples_per_prompt=int(self.num_generations),
+            samples_per_prompt=self.num_generations,
             max_completion_length=max_completion_length,
         )
 
 
-class StepTimer(TrainerCallback):  # type: ignore[misc]
+class StepTimer(TrainerCallback):
     """Wall time of every optimizer step: ``on_step_begin`` (before generation) to ``on_step_end``."""
 
     def __init__(self) -> None:
@@ -296,6 +299,7 @@ def run_trl(
         processing_class=tokenizer,
         callbacks=[timer],
     )
+    trainer.remove_callback(PrinterCallback)  # it prints the end-of-training metrics dict (disable_tqdm=True)
     trainer.train()
     return TRLResult(
         step_times_s=tuple(timer.times_s),

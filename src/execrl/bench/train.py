@@ -25,8 +25,10 @@ are captured; execrl's update step (``prepare_batch`` + ``policy_update``, advan
 TRL ``dapo``/``bnpo`` -> ``token-mean``, ``grpo`` -> ``seq-mean-token-mean``, ``dr_grpo`` ->
 ``seq-mean-token-sum-norm`` divided by sequences with ``max_completion_length``. Limit, stated plainly:
 with one iteration the importance ratio is exactly 1, so the loss VALUE only checks advantages and
-aggregation (it equals -sum A_i |o_i| / T for token-mean); the gradient norm and the per-token
-log-probs are reported too, and they check the forward/backward path.
+aggregation: token-mean gives -sum_i A_i |o_i| / T (0 when every completion has the same length, e.g. all
+truncated at ``--max-new-tokens``), and ``grpo`` (seq-mean-token-mean) gives -mean_i A_i, which is 0 for
+complete groups. The gradient norm of the configured loss type (TRL's real backward vs execrl's) and the
+per-token log-probs are reported too; they check the forward/backward path.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
     from execrl.tasks import Task
     from execrl.trainer import TrainerConfig
 
-__all__ = ["CodeReward", "SideTiming", "add_arguments", "pick_tasks", "run", "run_execrl"]
+__all__ = ["CodeReward", "SideTiming", "add_arguments", "pick_tasks", "prompt_texts", "run", "run_execrl"]
 
 LOSS_TYPES = ("dapo", "bnpo", "grpo", "dr_grpo")  # TRL loss types execrl reproduces (see _trl_side)
 
@@ -118,6 +120,16 @@ def pick_tasks(tasks: Sequence[Task], count: int) -> tuple[Task, ...]:
         if len(chosen) == count:
             return tuple(chosen)
     raise ValueError(f"--prompts={count}, but the suite has only {len(chosen)} task families")
+
+
+def prompt_texts(tasks: Sequence[Task]) -> list[str]:
+    """Each task's prompt as one user message; both sides render it with the chat template."""
+    texts = []
+    for task in tasks:
+        if not isinstance(task.prompt, str):
+            raise ValueError(f"task {task.id}: the benchmark needs a plain-text prompt, got chat messages")
+        texts.append(task.prompt)
+    return texts
 
 
 @dataclass(frozen=True)
@@ -182,7 +194,7 @@ def run_execrl(
             top_k=0,
             seed=args.seed * 1_000_003 + step,
         )
-        rollout = engine.generate(encode_prompts(tokenizer, [t.prompt for t in reward.tasks]), params)
+        rollout = engine.generate(encode_prompts(tokenizer, prompt_texts(reward.tasks)), params)
         scores = reward.score(rollout.group_index.tolist(), rollout.texts)
         rewards = torch.tensor([s.reward for s in scores], dtype=torch.float64)  # [N]
         valid = torch.tensor([s.valid for s in scores], dtype=torch.bool)  # [N]
@@ -254,9 +266,10 @@ def run(args: argparse.Namespace) -> int:
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     ours, theirs, captured = _run_sides(model_dir, tasks, config, args)
-    initial, _ = load_model_and_tokenizer(model_dir)
+    initial, tokenizer = load_model_and_tokenizer(model_dir)
     checks = check_loss_agreement(initial, captured, learning_rate=args.learning_rate)
     report = _report(args, model_dir, tasks, ours, theirs, checks)
+    report["same_prompt_token_ids"] = _same_prompts(captured, tokenizer, tasks)
     report["first_batch_rewards"] = [float(r) for r in captured.rewards]
     report["wall_s"] = time.perf_counter() - started
     report["host"]["load_avg_1m_before"] = load_before
@@ -292,13 +305,24 @@ def _run_sides(
             total_steps=args.steps + 1,
             seed=args.seed,
         )
-        prompts = [t.prompt for t in tasks]
+        prompts = prompt_texts(tasks)
         with tempfile.TemporaryDirectory(prefix="execrl-bench-trl-") as out_dir:
             result = run_trl(trl_model, tokenizer, prompts, reward.rewards, settings, Path(out_dir))
     del trl_model
     gc.collect()
     theirs = SideTiming(result.step_times_s, result.generated_tokens, warmup_steps=1)
     return ours, theirs, result.captured
+
+
+def _same_prompts(captured: CapturedBatch, tokenizer: PreTrainedTokenizerBase, tasks: Sequence[Task]) -> bool:
+    """Whether TRL's first batch holds exactly execrl's chat-encoded prompt tokens (left padding removed)."""
+    from execrl.rollout import encode_prompts
+
+    trl_prompts = {
+        tuple(int(t) for t in ids[mask.bool()])
+        for ids, mask in zip(captured.prompt_ids, captured.prompt_mask, strict=True)
+    }
+    return trl_prompts == {tuple(p) for p in encode_prompts(tokenizer, prompt_texts(tasks))}
 
 
 def _report(
@@ -375,6 +399,7 @@ def _print_table(report: dict[str, Any], checks: Sequence[LossCheck]) -> None:
             f"{s['tokens_per_s']:>7.1f}"
         )
     print(f"ratio_vs_trl (TRL step_s / execrl step_s): {report['ratio_vs_trl']:.2f}x")
+    print(f"same prompt token ids on both sides: {report['same_prompt_token_ids']}")
     print("loss on TRL's first batch (initial weights):")
     print(f"{'loss_type':<9} {'execrl':<24} {'loss_trl':>11} {'loss_execrl':>11} {'abs_diff':>9} ok")
     for c in checks:

@@ -12,7 +12,13 @@ Importing this package imports torch and transformers.
 from execrl.rollout.engine import Engine, create_engine, list_engines, register_engine
 from execrl.rollout.hf_engine import HFEngine, resolve_eos_token_ids
 from execrl.rollout.logprobs import logprob_mismatch, teacher_forced_inputs, teacher_forced_logprobs
-from execrl.rollout.models import default_model_dir, load_model_and_tokenizer, tiny_model
+from execrl.rollout.models import (
+    ModelLoadError,
+    default_model_dir,
+    default_tokenizer,
+    load_model_and_tokenizer,
+    tiny_model,
+)
 from execrl.rollout.prompts import encode_prompts
 from execrl.rollout.types import FinishReason, RolloutBatch, RolloutStats, SamplingParams
 
@@ -20,11 +26,13 @@ __all__ = [
     "Engine",
     "FinishReason",
     "HFEngine",
+    "ModelLoadError",
     "RolloutBatch",
     "RolloutStats",
     "SamplingParams",
     "create_engine",
     "default_model_dir",
+    "default_tokenizer",
     "encode_prompts",
     "list_engines",
     "load_model_and_tokenizer",

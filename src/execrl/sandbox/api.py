@@ -153,7 +153,7 @@ class Sandbox:
         except SandboxFailure as exc:
             return sandbox_error_result(str(exc))
         slot = self._pool.slot(worker)
-        driver = Driver(worker, slot, request, language)
+        driver = Driver(worker, slot, request, language, self._pool.wait_exit if self._pool.isolate else None)
         try:
             state = driver.run(build_job(request, language), self._judge_fn(request, driver))
             stats = slot.stats() if slot is not None else None

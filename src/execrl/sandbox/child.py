@@ -1,4 +1,5 @@
-"""What runs in a candidate process ``C`` (forked by the harness, one per program run).
+"""What runs in a candidate process ``C`` (forked by the harness, one per program run; or the harness's
+own process for a single function/assert test, ``harness.runs_inline``).
 
 Everything here after ``_prelude`` runs in the same process as untrusted code, so nothing it reports is
 trusted by itself: the harness (``harness.py``) treats each record as data, the parent judges values and
@@ -31,30 +32,38 @@ if TYPE_CHECKING:
 
 
 TRACEBACK_LINES = 12
+ALL_FDS = 1 << 20  # above any descriptor the sandbox can have (its RLIMIT_NOFILE is capped far lower)
 PRELUDE_FAILED = 121
 MESSAGE_CHARS = 2000
 
 
 def _prelude(
-    keep: set[int], stdin_data: bytes, stdout_fd: int | None, cpu_left_s: float, limits: dict[str, Any]
+    keep: set[int],
+    stdin_data: bytes,
+    stdout_fd: int | None,
+    cpu_left_s: float,
+    limits: dict[str, Any],
+    new_session: bool = True,
 ) -> None:
     """Trusted set-up before any candidate byte runs: fds, stdin, rlimits (lowering is allowed unprivileged)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.setsid()
-    memfd = os.memfd_create("stdin", 0)
-    view = memoryview(stdin_data)
-    while view:
-        view = view[os.write(memfd, view) :]
-    os.lseek(memfd, 0, os.SEEK_SET)
-    os.dup2(memfd, 0)
-    os.close(memfd)
+    if new_session:  # pid 1 of the sandbox (inline runs) already leads its own session
+        os.setsid()
+    if stdin_data:  # else stdin stays the harness's /dev/null, which reads as empty just the same
+        memfd = os.memfd_create("stdin", 0)
+        view = memoryview(stdin_data)
+        while view:
+            view = view[os.write(memfd, view) :]
+        os.lseek(memfd, 0, os.SEEK_SET)
+        os.dup2(memfd, 0)
+        os.close(memfd)
     if stdout_fd is not None:
         os.dup2(stdout_fd, 1)
-    keep = keep | {0, 1, 2}
-    for fd in _open_fds():
-        if fd not in keep:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+    low = 0
+    for fd in sorted(keep | {0, 1, 2}):  # close_range(2) around the kept ones: no /proc listing
+        if fd > low:  # never an empty range: CPython would pass close_range(low, low - 1), i.e. "all"
+            os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, ALL_FDS)
     cpu = max(1, math.ceil(cpu_left_s))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     for which, value in (
@@ -74,21 +83,19 @@ def _prelude_failed(exc: BaseException) -> NoReturn:
     os._exit(PRELUDE_FAILED)
 
 
-def _open_fds() -> list[int]:
-    return [int(name) for name in os.listdir("/proc/self/fd") if name.isdigit()]
+def prepare_interpreter() -> None:
+    """Once, in the zygote (which never reads or writes them): the standard streams and builtins a
+    candidate expects, inherited by every worker instead of being rebuilt in each (~30 page faults).
 
-
-def _site_builtins() -> None:
-    """``exit``/``quit`` as ``site`` would add them (the zygote runs with ``-S``; programs use them)."""
+    ``exit``/``quit`` as ``site`` would add them (the zygote runs with ``-S``; programs use them); the
+    streams keep their descriptors 0/1/2 (the harness points those at the job's pipes before any
+    candidate code runs) and only change how they treat undecodable text.
+    """
     builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")
     builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
-
-
-def _fresh_std_streams() -> None:
-    _site_builtins()
-    sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    streams = ((sys.stdin, "replace"), (sys.stdout, "backslashreplace"), (sys.stderr, "backslashreplace"))
+    for stream, errors in streams:
+        stream.reconfigure(encoding="utf-8", errors=errors)  # type: ignore[union-attr]
 
 
 def _flush() -> None:
@@ -165,7 +172,6 @@ def run_main(
         except BaseException as exc:  # noqa: BLE001
             _prelude_failed(exc)
         records = _Records(rec_fd, 1 << 16)
-        _fresh_std_streams()
         sys.argv = [job["program_path"]]
         sys.path.insert(0, os.getcwd())
         try:
@@ -218,16 +224,23 @@ def _run_test(namespace: dict[str, Any], test: dict[str, Any]) -> dict[str, Any]
 
 
 def run_tests(
-    job: dict[str, Any], indices: list[int], rec_fd: int, cpu_left_s: float, max_bytes: int
+    job: dict[str, Any],
+    indices: list[int],
+    rec_fd: int,
+    cpu_left_s: float,
+    max_bytes: int,
+    new_session: bool = True,
 ) -> NoReturn:
-    """Run the program once (as ``__candidate__``), then each function/assert test, reporting each."""
+    """Run the program once (as ``__candidate__``), then each function/assert test, reporting each.
+
+    Also the inline path (``harness.runs_inline``): then this process is the sandbox's pid 1 and
+    ``rec_fd`` goes straight to the parent, which validates these records itself."""
     try:
         try:
-            _prelude({rec_fd}, job["stdin"].encode(), None, cpu_left_s, job["limits"])
+            _prelude({rec_fd}, job["stdin"].encode(), None, cpu_left_s, job["limits"], new_session)
         except BaseException as exc:  # noqa: BLE001
             _prelude_failed(exc)
         records = _Records(rec_fd, max_bytes)
-        _fresh_std_streams()
         sys.argv = [job["program_path"]]
         sys.path.insert(0, os.getcwd())
         try:

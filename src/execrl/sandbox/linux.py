@@ -18,6 +18,7 @@ _libc.syscall.restype = ctypes.c_long
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.unshare.argtypes = [ctypes.c_int]
+_libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
 IS_X86_64 = os.uname().machine == "x86_64"
@@ -72,6 +73,10 @@ def _check(rc: int, what: str) -> None:
 
 def unshare(flags: int) -> None:
     _check(_libc.unshare(flags), f"unshare(0x{flags:x})")
+
+
+def setns(fd: int, nstype: int) -> None:
+    _check(_libc.setns(fd, nstype), f"setns({fd}, 0x{nstype:x})")
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
@@ -130,13 +135,16 @@ class _CapData(ctypes.Structure):
     ]
 
 
+# Built once, at import (in the zygote, before any fork): a worker's capset then allocates nothing.
+_CAP_HEADER = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+_CAP_NONE = (_CapData * 2)()
+
+
 def clear_all_capabilities() -> None:
-    """capset(effective = permitted = inheritable = 0) for this thread, and clear the ambient set."""
-    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
-    data = (_CapData * 2)()
-    rc = _libc.syscall(SYS_CAPSET, ctypes.byref(header), ctypes.byref(data))
+    """capset(effective = permitted = inheritable = 0) for this thread. The ambient set empties with them:
+    the kernel keeps it a subset of permitted and inheritable."""
+    rc = _libc.syscall(SYS_CAPSET, ctypes.byref(_CAP_HEADER), ctypes.byref(_CAP_NONE))
     _check(int(rc), "capset(0)")
-    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
 
 
 def drop_bounding_set() -> None:

@@ -5,7 +5,9 @@ sandboxes never share either. ``workers`` slots are kept parked for the default 
 a request with another size gets a worker spawned on demand (the tmpfs size is fixed when the worker is
 built, before it drops privileges). A reader thread receives finished workers from the zygote and moves
 each into its slot's cgroups; the zygote itself never has threads. A janitor thread waits for finished
-sandboxes to leave their cgroup before the slot is reused, off the caller's critical path. If the zygote
+sandboxes to leave their cgroup before the slot is reused, off the caller's critical path: first for
+the killed worker's pidfd (no polling), then it checks that the cgroup is empty. The zygote also
+reports each worker's exit status (``wait_exit``), which inline runs need (``harness.runs_inline``). If the zygote
 dies it is restarted on the next ``acquire``.
 """
 
@@ -36,6 +38,8 @@ UIDS_PER_POOL = 2048  # each pool owns a block of uids: one per slot, distinct a
 UID_BLOCKS = 500_000
 SRC_DIR = str(Path(__file__).resolve().parents[2])
 WorkerKey = tuple[int, int]  # (workdir_mb, workdir_inodes)
+JANITOR_WAIT_S = 2.0  # how long the janitor waits for a killed worker's pid 1 to exit
+EXITS_KEPT = 4096  # exit statuses nobody asked for are dropped oldest first
 
 
 @dataclass
@@ -61,13 +65,25 @@ class Worker:
         with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
-    def close(self) -> None:
+    def close(self, keep_pidfd: bool = False) -> None:
         if not self.closed:
             self.closed = True
-            for fd in (self.job_w, self.res_r, self.out_r, self.err_r, self.pidfd):
+            for fd in (self.job_w, self.res_r, self.out_r, self.err_r):
                 if fd >= 0:
                     with contextlib.suppress(OSError):
                         os.close(fd)
+        if not keep_pidfd and self.pidfd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.pidfd)
+            self.pidfd = -1
+
+    def wait_dead(self, timeout_s: float) -> None:
+        """Wait until pid 1 has exited: the kernel reaps the rest of its pid namespace before that
+        (``zap_pid_ns_processes``), so the slot's cgroup is then (almost always) already empty."""
+        if self.pidfd >= 0:
+            poller = select.poll()
+            poller.register(self.pidfd, select.POLLIN)
+            poller.poll(int(timeout_s * 1000))
 
 
 _pools_started = itertools.count()
@@ -92,6 +108,7 @@ class WorkerPool:
         self, *, workers: int, slots: int, default_key: WorkerKey, isolate: bool, cgroup_root: Path | None
     ) -> None:
         self.workers = workers
+        self.slots = slots
         self.default_key = default_key
         self.isolate = isolate
         self.uid_base = uid_block_base(slots)
@@ -100,6 +117,7 @@ class WorkerPool:
         self.ready: dict[WorkerKey, collections.deque[Worker]] = collections.defaultdict(collections.deque)
         self.pending: dict[int, tuple[int, WorkerKey]] = {}
         self.spawn_errors: collections.deque[str] = collections.deque(maxlen=10)
+        self.exits: dict[int, int] = {}  # worker pid -> wait status, as the zygote reaped it
         self.cond = threading.Condition()
         self.tokens = itertools.count(1)
         self.closed = False
@@ -112,7 +130,9 @@ class WorkerPool:
     # -- zygote process ---------------------------------------------------------------------------------
     def _start_zygote(self) -> None:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        code = zygote.bootstrap_code(SRC_DIR, child_sock.fileno(), self.isolate, self.python_prefix)
+        code = zygote.bootstrap_code(
+            SRC_DIR, child_sock.fileno(), self.isolate, self.python_prefix, self.slots
+        )
         self.process = subprocess.Popen(
             [base_python(), "-S", "-s", "-P", "-B", "-c", code],
             pass_fds=[child_sock.fileno()],
@@ -137,15 +157,33 @@ class WorkerPool:
                 message, fds, _, _ = socket.recv_fds(sock, 1 << 16, zygote.WORKER_FDS)
             except OSError:
                 message, fds = b"", []
+            reply = json.loads(message) if message else {}
+            attach_error = self._join_cgroups(reply, len(fds))  # slow (cgroup migration): not under the lock
             with self.cond:
                 if not message:
                     self.pending.clear()
                     self.cond.notify_all()
                     return
-                self._receive(json.loads(message), fds)
+                self._receive(reply, fds, attach_error)
                 self.cond.notify_all()
 
-    def _receive(self, reply: dict[str, object], fds: list[int]) -> None:
+    def _join_cgroups(self, reply: dict[str, object], fd_count: int) -> str | None:
+        """Move a new worker's pid 1 into its slot before any job (everything it starts inherits it);
+        returns why that failed (the worker died during set-up: its ready record will say why)."""
+        if self.cgroups is None or "pid" not in reply or fd_count != zygote.WORKER_FDS:
+            return None
+        try:
+            self.cgroups.slots[int(str(reply["slot"]))].attach(int(str(reply["pid"])))
+        except OSError as exc:
+            return str(exc)
+        return None
+
+    def _receive(self, reply: dict[str, object], fds: list[int], attach_error: str | None) -> None:
+        if "exited" in reply:
+            self.exits[int(str(reply["exited"]))] = int(str(reply["status"]))
+            while len(self.exits) > EXITS_KEPT:
+                self.exits.pop(next(iter(self.exits)))
+            return
         token = int(str(reply["token"]))
         slot, key = self.pending.pop(token)
         if "error" in reply or len(fds) != zygote.WORKER_FDS:
@@ -160,22 +198,11 @@ class WorkerPool:
             worker.kill()
             worker.close()
             return
-        try:
-            self._join_cgroups(worker)
-        except OSError as exc:  # the worker died during set-up: its ready record will say why
-            self.spawn_errors.append(f"could not move worker {worker.pid} into its cgroups: {exc}")
+        if attach_error is not None:
+            self.spawn_errors.append(f"could not move worker {worker.pid} into its cgroups: {attach_error}")
             self._discard(worker)
             return
         self.ready[key].append(worker)
-
-    def _join_cgroups(self, worker: Worker) -> None:
-        """Move the worker's pid 1 into its slot, before any job: everything it starts inherits it."""
-        slot = self.slot(worker)
-        if slot is None:
-            return
-        for procs in slot.procs_files:
-            with open(procs, "w") as fh:
-                fh.write(str(worker.pid))
 
     def _spawn(self, key: WorkerKey) -> None:
         """Ask the zygote for a worker (caller holds ``cond`` and a free slot exists)."""
@@ -184,6 +211,7 @@ class WorkerPool:
         spec = {
             "isolate": self.isolate,
             "uid": self.uid_base + slot,
+            "slot": slot,
             "workdir_mb": key[0],
             "workdir_inodes": key[1],
         }
@@ -259,11 +287,24 @@ class WorkerPool:
                     raise SandboxFailure(f"no sandbox worker within {timeout_s:.0f} s: {errors}")
                 self.cond.wait(min(left, 0.5))
 
+    def wait_exit(self, worker: Worker, timeout_s: float) -> int | None:
+        """The wait status of the worker's pid 1 once the zygote reaped it (``None`` on timeout)."""
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while worker.pid not in self.exits:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.reader.is_alive():
+                    return None
+                self.cond.wait(left)
+            return self.exits.pop(worker.pid)
+
     def release(self, worker: Worker) -> None:
         """Kill what is left of the worker's sandbox and give the slot back, off the caller's critical
         path (the janitor thread waits for the sandbox's last process to leave the cgroup)."""
         worker.kill()
-        worker.close()
+        worker.close(keep_pidfd=True)
+        with self.cond:
+            self.exits.pop(worker.pid, None)
         self.janitor_queue.put(worker)
 
     def _janitor(self) -> None:
@@ -271,6 +312,8 @@ class WorkerPool:
             worker = self.janitor_queue.get()
             if worker is None:
                 return
+            worker.wait_dead(JANITOR_WAIT_S)
+            worker.close()
             slot = self.slot(worker)
             if slot is not None and not slot.kill_all():
                 with self.cond:

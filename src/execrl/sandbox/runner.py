@@ -5,6 +5,9 @@ The parent side of the wall-clock watchdog lives here, outside the sandbox: it k
 the pid namespace. The same loop polls the cgroup's CPU time (the whole process tree, daemons included)
 and drains stdout, stderr and the result pipe continuously, so the sandbox never blocks on a full pipe;
 output beyond ``limits.max_output_bytes`` kills the run (``output_limit``) and memory stays bounded.
+For an inline run (``harness.runs_inline``: the candidate is pid 1) the parent also plays the harness's
+part: it validates the candidate's records (``harness.GroupState``) and turns a death into the test's
+record from the exit status the zygote reports.
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from execrl.sandbox import harness
 from execrl.sandbox.cgroups import CgroupSlot
 from execrl.sandbox.errors import InvalidRequestError, SandboxFailure
 from execrl.sandbox.languages import Language
@@ -131,11 +137,39 @@ def _wait_ready(worker: Worker, lines: _Lines) -> tuple[dict[str, Any], list[dic
         return first, records[1:]
 
 
+WaitExit = Callable[[Worker, float], "int | None"]
+EXIT_REPORT_S = 5.0  # how long the zygote may take to report a dead worker's status
+
+
+class _Relay:
+    """Stands in for the harness when the candidate runs in pid 1 (``harness.runs_inline``): the parent
+    checks the candidate's records with the harness's own ``GroupState`` and records what passes."""
+
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+        self.max_output = driver.max_bytes
+
+    def send(self, record: dict[str, Any]) -> None:
+        self.driver._record(record, self.driver.judge)
+
+
+def runs_inline(request: ExecutionRequest, language: Language, isolated: bool) -> bool:
+    kinds = {CodeTest: "code", CallTest: "call", IOTest: "io"}
+    return harness.runs_inline(isolated, language.mode, [kinds[type(t)] for t in request.tests])
+
+
 class Driver:
-    """One execution on one worker; ``judge(record) -> Verdict | None`` serves stop_on_first_failure."""
+    """One execution on one worker; ``judge(record) -> Verdict | None`` serves stop_on_first_failure.
+
+    With ``wait_exit`` (strict backend) a request that ``runs_inline`` has its records checked here."""
 
     def __init__(
-        self, worker: Worker, slot: CgroupSlot | None, request: ExecutionRequest, language: Language
+        self,
+        worker: Worker,
+        slot: CgroupSlot | None,
+        request: ExecutionRequest,
+        language: Language,
+        wait_exit: WaitExit | None = None,
     ):
         self.worker = worker
         self.slot = slot
@@ -144,6 +178,10 @@ class Driver:
         self.state = RunState()
         self.lines = _Lines()
         self.max_bytes = request.limits.max_output_bytes
+        self.judge: Any = None
+        self.wait_exit = wait_exit
+        inline = wait_exit is not None and runs_inline(request, language, True)
+        self.group = harness.GroupState(_Relay(self), [0]) if inline else None  # type: ignore[arg-type]
 
     def kill(self, reason: str) -> None:
         if self.state.kill_reason is None:
@@ -151,6 +189,7 @@ class Driver:
         self.worker.kill()
 
     def run(self, job: bytes, judge: Any) -> RunState:
+        self.judge = judge
         _, early = _wait_ready(self.worker, self.lines)
         for record in early:
             self._record(record, None)
@@ -166,8 +205,51 @@ class Driver:
         os.close(self.worker.job_w)
         self.worker.job_w = -1
         self._loop(start, judge)
+        if self.group is not None and not self.state.done:
+            self._inline_death(start)
         self.state.wall_s = time.monotonic() - start
         return self.state
+
+    def _inline_death(self, start: float) -> None:
+        """pid 1 ran the candidate and ended (or closed its pipes) before every test had its record: the
+        test in progress gets the death, as the zygote saw it (exit status), like ``harness.run_group``."""
+        assert self.group is not None and self.wait_exit is not None
+        limits = self.request.limits
+        wall_left_s = start + limits.timeout_s + WALL_GRACE_S - time.monotonic()
+        status = self.wait_exit(self.worker, max(0.0, wall_left_s))
+        if status is None:
+            self.kill("wall")
+            status = self.wait_exit(self.worker, EXIT_REPORT_S)
+        if status is None:
+            raise SandboxFailure(f"no exit status for worker {self.worker.pid} from the zygote")
+        cpu_s = self.slot.cpu_time_s() if self.slot is not None else 0.0
+        if (
+            os.WIFSIGNALED(status)
+            and os.WTERMSIG(status) == signal.SIGKILL
+            and self.state.kill_reason is None
+            and cpu_s < limits.cpu_time_s - 0.01
+        ):
+            # Killed from outside, not by the candidate: the kernel drops SIGKILL sent to pid 1 from inside
+            # its namespace, and the kernel's own kills (OOM, the CPU rlimit) are told apart by the cgroup's
+            # counters. Left unreported: ``Judge.unreported`` makes it memory_limit or sandbox_error.
+            return
+        group = self.group
+        fields: dict[str, Any] = {
+            "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+            "cpu_s": cpu_s,
+            "wall_s": time.monotonic() - start,
+            "wall_limit": self.state.kill_reason == "wall",
+            "output_limit": self.state.kill_reason == "output" and not group.violation,
+            "protocol_violation": group.violation,
+        }
+        for index in group.pending:
+            if group.program_error is not None:
+                record = {"kind": "test", "i": index, "status": "error", **group.program_error}
+            else:
+                record = {"kind": "test", "i": index, "status": "died", **fields}
+            self._record(record, self.judge)
+        self.state.done = True
 
     def _loop(self, start: float, judge: Any) -> None:
         limits = self.request.limits
@@ -223,6 +305,12 @@ class Driver:
         return any(r.get("kind") == "compile" for r in self.state.records)
 
     def _handle(self, stream: str, data: bytes, judge: Any) -> None:
+        if stream == "res" and self.group is not None:
+            if not self.group.feed(data):
+                self.kill("protocol" if self.group.violation else "output")
+            elif not self.group.pending:
+                self.state.done = True
+            return
         if stream == "res":
             if len(self.lines.buffer) + len(data) > RECORD_BYTES_FACTOR * self.max_bytes + (1 << 20):
                 self.kill("output")

@@ -163,9 +163,22 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+class PreparedFilter:
+    """A filter program already in C memory (built once in the zygote), so installing it in each worker is
+    a single ``prctl`` that allocates nothing."""
+
+    __slots__ = ("_buffer", "_fprog", "address")
+
+    def __init__(self, program: bytes) -> None:
+        self._buffer = ctypes.create_string_buffer(program, len(program))
+        self._fprog = _SockFprog(len(program) // 8, ctypes.addressof(self._buffer))
+        self.address = ctypes.addressof(self._fprog)
+
+    def install(self) -> None:
+        """Install on the calling thread (and every child it forks). Needs NO_NEW_PRIVS first."""
+        linux.prctl(linux.PR_SET_SECCOMP, linux.SECCOMP_MODE_FILTER, self.address)
+
+
 def install_filter(program: bytes) -> None:
     """Install ``program`` on the calling thread (and every child it forks). Needs NO_NEW_PRIVS first."""
-    count = len(program) // 8
-    buffer = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(count, ctypes.addressof(buffer))
-    linux.prctl(linux.PR_SET_SECCOMP, linux.SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+    PreparedFilter(program).install()

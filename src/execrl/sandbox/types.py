@@ -84,7 +84,9 @@ class Limits:
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise InvalidRequestError(f"limits.{name} must be a finite number, got {value!r}")
             if not low <= value <= high:
-                raise InvalidRequestError(f"limits.{name}={value!r} is out of range; set it in [{low}, {high}]")
+                raise InvalidRequestError(
+                    f"limits.{name}={value!r} is out of range; set it in [{low}, {high}]"
+                )
 
 
 @dataclass(frozen=True)

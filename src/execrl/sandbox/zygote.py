@@ -4,16 +4,18 @@ Why a separate process: the parent (trainer, asyncio service) is large and threa
 (fork cost grows with RSS: a 2 GB parent takes ~35 ms) and unsafe (locks held by other threads). The
 zygote is spawned once with ``python -S -s -P -B`` and an environment we build from scratch (``jail.ENV``;
 not ``-I``, whose ``-E`` would ignore ``PYTHONHASHSEED=0``), imports only the standard-library modules
-the jail and harness need (no site-packages, no torch, not even ``typing``: ~13 MB resident), and never
-starts a thread. Each worker is one raw ``clone`` straight into its new namespaces
+the jail and harness need plus the few that candidates import most (``PRELOADED_MODULES``; no
+site-packages, no torch: ~14 MB resident), and never starts a thread. Each worker is one raw ``clone`` straight into its new namespaces
 (``linux.clone_process``), built while no request waits for it.
 
 Protocol over a ``SOCK_SEQPACKET`` Unix socket pair (one message per datagram):
 
 * parent -> zygote: ``{"op": "spawn", "token": int, "spec": {...JailSpec fields...}}``;
-* zygote -> parent: ``{"token": int, "pid": int}`` plus five descriptors by ``SCM_RIGHTS``: the job pipe
-  (write end), the result pipe, stdout and stderr (read ends) and a pidfd of the worker's pid 1, which
-  the parent polls for exit and signals without pid-reuse races. On failure: ``{"token", "error"}``.
+* zygote -> parent: ``{"token": int, "pid": int, "slot": int}`` plus five descriptors by ``SCM_RIGHTS``:
+  the job pipe (write end), the result pipe, stdout and stderr (read ends) and a pidfd of the worker's
+  pid 1, which the parent polls for exit and signals without pid-reuse races. On failure:
+  ``{"token", "error"}``.
+* zygote -> parent, when a worker's pid 1 has been reaped: ``{"exited": pid, "status": wait status}``.
 
 The zygote is a child subreaper, so it reaps every finished sandbox; it exits when the parent closes
 the socket (end of file), and parked workers exit when their job pipe closes, so nothing outlives the
@@ -32,7 +34,7 @@ import socket
 import sys
 import traceback
 
-from execrl.sandbox import harness, jail, linux, seccomp
+from execrl.sandbox import child, harness, jail, linux, seccomp
 
 # Annotations only: importing ``typing`` would add ~2 MB to the zygote, and to every fork of it.
 TYPE_CHECKING = False
@@ -40,22 +42,56 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn
 
 
+# Imported once here so that a candidate's ``import`` is a dictionary look-up: nearly every generated
+# program starts with ``from typing import List`` (21 of HumanEval's 164 prompts, most LLM answers), and
+# importing ``typing`` afresh in each sandbox wrote ~500 pages (each one a page fault) and cost ~1 ms of
+# CPU per execution; keeping it in the zygote costs each fork only its page-table entries. Not ``random``
+# (its at-fork reseeding would not run after ``linux.clone_process``, so every sandbox would draw the
+# same numbers) and nothing that starts threads or loads big shared libraries (``hashlib``).
+PRELOADED_MODULES = (
+    "typing",
+    "math",
+    "string",
+    "collections",
+    "heapq",
+    "bisect",
+    "itertools",
+    "functools",
+    "re",
+    "copy",
+)
+# Slots beyond this many get a fresh network namespace per worker instead (each kept namespace holds some
+# kernel memory, and making it costs ~1 ms at start).
+MAX_SLOT_NETNS = 256
 JOB_FD, RESULT_FD = 3, 4
 WORKER_FDS = 5  # job, result, stdout, stderr, pidfd
 
 
-_live_workers: set[int] = set()  # pid 1 of every sandbox this zygote built and has not reaped yet
+_live_workers: dict[int, int] = {}  # pid 1 of every sandbox built and not reaped yet -> its pidfd
+_netns_fds: list[int] = []  # the network namespace of each slot (``jail.make_network_namespaces``)
+# Encoded once: every object a worker touches first is a copy-on-write page fault (~3 us each here).
+_READY = {w: (json.dumps({"kind": "ready", "workdir": w}) + "\n").encode() for w in (jail.WORKDIR, "")}
 
 
-def _reap(block: bool = False) -> None:
+def _reap(sock: socket.socket | None, block: bool = False) -> None:
+    """Reap finished processes; for a worker's pid 1, tell the parent how it ended (``exited``): when the
+    candidate runs in pid 1 itself (``harness.inline_group``) this is the only trustworthy account."""
     while True:
         try:
-            pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+            pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
-        _live_workers.discard(pid)
+        pidfd = _live_workers.pop(pid, -1)
+        if pidfd < 0:
+            continue
+        os.close(pidfd)
+        if sock is not None:
+            try:
+                sock.send(json.dumps({"exited": pid, "status": status}).encode())
+            except OSError:
+                sock = None
 
 
 def _shutdown() -> NoReturn:
@@ -64,13 +100,14 @@ def _shutdown() -> NoReturn:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
-            _live_workers.discard(pid)
-    _reap(block=True)
+            os.close(_live_workers.pop(pid))
+    _reap(None, block=True)
     os._exit(0)
 
 
 def _pid1(spec: jail.JailSpec, job_r: int, res_w: int, out_w: int, err_w: int) -> NoReturn:
-    """The worker's pid 1: move the pipes to fixed numbers, isolate, then become the harness."""
+    """The worker's pid 1: move the pipes to fixed numbers (which closes every other descriptor of the
+    zygote, the namespace descriptors too), isolate, then become the harness."""
     try:
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in (job_r, res_w, out_w, err_w)]
         os.dup2(high[2], 1)
@@ -84,13 +121,13 @@ def _pid1(spec: jail.JailSpec, job_r: int, res_w: int, out_w: int, err_w: int) -
             message = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
             os.write(RESULT_FD, (json.dumps({"kind": "setup_error", "message": message}) + "\n").encode())
             os._exit(1)
-        os.write(RESULT_FD, (json.dumps({"kind": "ready", "workdir": workdir}) + "\n").encode())
+        os.write(RESULT_FD, _READY[workdir])
         harness.main(RESULT_FD, JOB_FD, spec.isolate)
     finally:
         os._exit(1)
 
 
-def spawn(sock: socket.socket, command: dict[str, Any], seccomp_filter: bytes) -> None:
+def spawn(sock: socket.socket, command: dict[str, Any], seccomp_filter: seccomp.PreparedFilter) -> None:
     spec = jail.JailSpec(
         seccomp_filter=seccomp_filter,
         **command["spec"],
@@ -102,7 +139,13 @@ def spawn(sock: socket.socket, command: dict[str, Any], seccomp_filter: bytes) -
     parent_ends = [job_w, res_r, out_r, err_r]
     reply: dict[str, Any] = {"token": command["token"]}
     try:
-        pid = linux.clone_process(jail.CLONE_FLAGS) if spec.isolate else os.fork()
+        flags = jail.CLONE_FLAGS_OWN_NET
+        if spec.isolate and spec.slot < len(_netns_fds):
+            # The zygote itself steps into the slot's network namespace and the worker inherits it: one
+            # system call here, where it touches no fresh pages, instead of one in the worker.
+            linux.setns(_netns_fds[spec.slot], linux.CLONE_NEWNET)
+            flags = jail.CLONE_FLAGS
+        pid = linux.clone_process(flags) if spec.isolate else os.fork()
     except OSError as exc:
         pid = -1
         reply["error"] = f"could not create the worker: {exc}"
@@ -120,28 +163,36 @@ def spawn(sock: socket.socket, command: dict[str, Any], seccomp_filter: bytes) -
     else:
         pidfd = os.pidfd_open(pid)
         reply["pid"] = pid
-        _live_workers.add(pid)
+        reply["slot"] = spec.slot
+        _live_workers[pid] = pidfd  # kept: it wakes the main loop when the worker exits
         socket.send_fds(sock, [json.dumps(reply).encode()], [*parent_ends, pidfd])
-        os.close(pidfd)
     for fd in parent_ends:
         os.close(fd)
 
 
-def main(sock_fd: int, isolate: bool, python_prefix: str) -> NoReturn:
+def main(sock_fd: int, isolate: bool, python_prefix: str, slots: int) -> NoReturn:
     sock = socket.socket(fileno=sock_fd)
+    jail.prepare_zygote(isolate)  # while the host's /proc is still visible
     if isolate:
+        _netns_fds.extend(jail.make_network_namespaces(min(slots, MAX_SLOT_NETNS)))
         jail.build_template_root(python_prefix)
     linux.prctl(linux.PR_SET_CHILD_SUBREAPER, 1)
-    seccomp_filter = seccomp.build_filter()
+    seccomp_filter = seccomp.PreparedFilter(seccomp.build_filter())
+    for name in PRELOADED_MODULES:
+        __import__(name)
+    child.prepare_interpreter()
     # Everything imported so far goes to the permanent generation: a collection in a worker or in the
     # candidate's process never walks (and copy-on-write faults) these objects.
     gc.collect()
     gc.freeze()
     sys.stdout.flush()
     while True:
-        ready, _, _ = select.select([sock], [], [], 0.5)
-        _reap()
-        if not ready:
+        poller = select.poll()
+        for fd in (sock.fileno(), *_live_workers.values()):
+            poller.register(fd, select.POLLIN)
+        ready = [fd for fd, _ in poller.poll(500)]
+        _reap(sock)
+        if sock.fileno() not in ready:
             continue
         try:
             message = sock.recv(1 << 20)
@@ -161,12 +212,12 @@ def main(sock_fd: int, isolate: bool, python_prefix: str) -> NoReturn:
     _shutdown()
 
 
-def bootstrap_code(src_dir: str, sock_fd: int, isolate: bool, python_prefix: str) -> str:
+def bootstrap_code(src_dir: str, sock_fd: int, isolate: bool, python_prefix: str, slots: int) -> str:
     """``python -c`` code that imports this module without running the package ``__init__`` files."""
     return (
         "import sys, types\n"
         f"for name, path in (('execrl', {src_dir + '/execrl'!r}), ('execrl.sandbox', {src_dir + '/execrl/sandbox'!r})):\n"
         "    module = types.ModuleType(name); module.__path__ = [path]; sys.modules[name] = module\n"
         "from execrl.sandbox.zygote import main\n"
-        f"main({sock_fd}, {isolate!r}, {python_prefix!r})\n"
+        f"main({sock_fd}, {isolate!r}, {python_prefix!r}, {slots!r})\n"
     )

@@ -34,3 +34,32 @@ def test_sampling_params_are_frozen_and_greedy_flag() -> None:
     assert params.greedy
     with pytest.raises(dataclasses.FrozenInstanceError):
         params.temperature = 1.0  # type: ignore[misc]
+
+
+def test_package_exports_exactly_the_public_api() -> None:
+    import execrl.rollout as rollout
+
+    assert sorted(rollout.__all__) == sorted(
+        [
+            "Engine",
+            "FinishReason",
+            "HFEngine",
+            "ModelLoadError",
+            "RolloutBatch",
+            "RolloutStats",
+            "SamplingParams",
+            "create_engine",
+            "default_model_dir",
+            "default_tokenizer",
+            "encode_prompts",
+            "list_engines",
+            "load_model_and_tokenizer",
+            "logprob_mismatch",
+            "register_engine",
+            "resolve_eos_token_ids",
+            "teacher_forced_inputs",
+            "teacher_forced_logprobs",
+            "tiny_model",
+        ]
+    )
+    assert all(hasattr(rollout, name) for name in rollout.__all__)
