@@ -1,7 +1,7 @@
 """Acceptance of the trainer: GRPO through the sandbox and the reward registry makes the reward rise.
 
 A tiny random model, the toy domain of ``toy_domain.py`` (reward = share of words starting with a capital
-A-M, computed by a checker program run in the sandbox): the mean reward must start below 0.2 and end above
+A-F, computed by a checker program run in the sandbox): the mean reward must start below 0.2 and end above
 0.8. A broken advantage sign, loss aggregation or optimizer wiring keeps it flat or drives it down.
 """
 

@@ -3,8 +3,8 @@
 Why a toy: the acceptance test of the trainer ("reward rises from below 0.2 to above 0.8 on a tiny model
 in under 3 minutes") needs a task whose reward a randomly initialised 2-layer model can move with a few
 hundred samples. Writing correct Python is far out of reach, so the task is a property of the text itself:
-the reward is the share of words that start with a capital letter from A to M (about one word in
-seven of a random tiny model's output). The score is
+the reward is the share of words that start with a capital letter from A to F (about one word in
+twelve of a random tiny model's output). The score is
 still computed by running a trusted checker program *in the sandbox* on the completion (stdin), through
 the reward registry's two-phase interface, exactly as a code reward is.
 """
@@ -21,14 +21,14 @@ DOMAIN = "toy_caps"
 
 CHECKER = """
 import sys
-TARGET = set("ABCDEFGHIJKLM")
+TARGET = set("ABCDEF")
 words = sys.stdin.read().split()
 print(sum(w[:1] in TARGET for w in words) / len(words) if words else 0.0)
 """
 
 
 class CapsVerifier:
-    """Reward = share of whitespace-separated words that start with a capital letter A-M."""
+    """Reward = share of whitespace-separated words that start with a capital letter A-F."""
 
     def prepare(self, task: Task, completion: str, config: RewardConfig) -> ExecutionRequest | Score:
         return ExecutionRequest(

@@ -123,7 +123,14 @@ def load_suites(
 def eval_tasks(config: TrainConfig) -> dict[str, list[Task]]:
     """The held-out tasks both models are evaluated on: the first N of each eval suite's test split."""
     suites = load_suites(config.tasks.eval_suites, "test", config.tasks.max_difficulty)
-    return {name: tasks[: config.tasks.eval_tasks_per_suite] for name, tasks in suites.items()}
+    return {name: spread(tasks, config.tasks.eval_tasks_per_suite) for name, tasks in suites.items()}
+
+
+def spread(tasks: list[Task], count: int) -> list[Task]:
+    """``count`` tasks taken at even intervals, so every family of an ordered split is represented."""
+    if count >= len(tasks):
+        return list(tasks)
+    return [tasks[i * len(tasks) // count] for i in range(count)]
 
 
 def build_sandbox(config: TrainConfig) -> Sandbox:

@@ -145,6 +145,9 @@ def test_token_mean_loss_matches_hand_computed_value() -> None:
 
 
 def test_trainer_config_maps_trl_loss_types() -> None:
+    from execrl.bench import train
+
+    assert train.LOSS_TYPES == LOSS_TYPES  # the CLI choices (train.py stays torch-free) match the mapping
     dr = execrl_trainer_config("dr_grpo", learning_rate=1e-6, max_new_tokens=64)
     assert (dr.loss_aggregation, dr.loss_sum_norm_length, dr.loss_sum_norm_by_sequences) == (
         "seq-mean-token-sum-norm",
