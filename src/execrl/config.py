@@ -33,7 +33,7 @@ class RunSection(_Section):
     seed: int = 0
     total_steps: int = Field(12, ge=1)
     max_wall_time_s: float = Field(
-        10 * 60, gt=0, description="stop training (base eval included) past this budget; the final eval still runs"
+        11 * 60, gt=0, description="stop training (base eval included) past this budget; the final eval still runs"
     )
     inject_nan_loss_at_step: int | None = Field(
         None, ge=0, description="fault injection for testing alarms: that step's loss becomes NaN"
@@ -68,7 +68,7 @@ class RolloutSection(_Section):
     prompts_per_step: int = Field(4, ge=1)
     samples_per_prompt: int = Field(8, ge=2, description=">= 2 for group-relative advantages")
     max_new_tokens: int = Field(96, ge=1)
-    temperature: float = Field(1.0, gt=0)
+    temperature: float = Field(0.7, gt=0, description="sampling temperature of training rollouts")
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int = Field(0, ge=0, description="0 disables top-k")
     eval_max_new_tokens: int = Field(128, ge=1)
@@ -155,7 +155,7 @@ class EvalSection(_Section):
     enabled: bool = True
     samples_per_task: int = Field(4, ge=1)
     temperature: float = Field(
-        1.0, ge=0, description="0 = greedy; the default matches training's sampling temperature"
+        0.7, ge=0, description="0 = greedy; the default matches training's sampling temperature"
     )
     bootstrap_resamples: int = Field(2000, ge=100)
 

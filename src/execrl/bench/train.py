@@ -80,9 +80,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--old-logprobs",
         choices=("recompute", "rollout"),
-        default="recompute",
-        help="execrl's behaviour log-probs: 'recompute' with a no-grad forward as recipes/grpo.py does "
-        "(default), or take the engine's sampling log-probs (no extra forward, like TRL's skip)",
+        default="rollout",
+        help="execrl's behaviour log-probs: 'rollout' takes the engine's (no extra forward), as recipes/grpo.py "
+        "does with one PPO epoch and no top-k/top-p, plus its per-step log-prob check on the first group "
+        "(default); 'recompute' adds a full no-grad forward",
     )
     parser.add_argument("--learning-rate", type=float, default=1e-6, help="both sides (default 1e-6)")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads for both sides")
@@ -169,7 +170,7 @@ def run_execrl(
     """The step of ``recipes/grpo.py`` (rollout, sandbox scoring, advantages, update), ``--steps`` + 1 times."""
     import torch
 
-    from execrl.recipes.batch import to_train_batch
+    from execrl.recipes.batch import to_train_batch, trainer_logprob_gap
     from execrl.rollout import SamplingParams, create_engine, encode_prompts
     from execrl.trainer import (
         build_optimizer,
@@ -207,6 +208,8 @@ def run_execrl(
         )
         from_rollout = args.old_logprobs == "rollout"
         batch = to_train_batch(rollout, advantages, valid, old_logprobs_from_rollout=from_rollout)
+        if from_rollout:  # the loop's per-step generation/training agreement check, on the first group
+            trainer_logprob_gap(model, batch, rollout, rows=args.samples, temperature=1.0)
         batch = prepare_batch(model, batch, config)
         policy_update(model, optimizer, scheduler, batch, config)
         times.append(time.perf_counter() - start)
@@ -229,9 +232,10 @@ def _reward_config() -> RewardConfig:
 
 def _notes(args: argparse.Namespace) -> list[str]:
     old = (
-        "no-grad old-log-prob forward (prepare_batch, as recipes/grpo.py does; TRL skips it)"
+        "a full no-grad old-log-prob forward (--old-logprobs recompute; TRL skips it)"
         if args.old_logprobs == "recompute"
-        else "old log-probs taken from the engine (--old-logprobs rollout; recipes/grpo.py recomputes them)"
+        else "old log-probs taken from the engine plus the log-prob agreement check on one group, as "
+        "recipes/grpo.py does with one PPO epoch"
     )
     return [
         "execrl step = encode prompts + HFEngine group sampling (one shared prefill per prompt, finished rows "

@@ -22,8 +22,10 @@ def to_train_batch(
     """Left-pad each row's prompt and append its completion: ``input_ids`` [N, P_max + T].
 
     Left padding keeps every completion starting at the same column, so the rollout's ``[N, T]`` tensors
-    slot in as the last ``T`` columns. With ``old_logprobs_from_rollout`` the sampling log-probs
-    (temperature 1, see ``RolloutBatch``) are the behaviour policy's; otherwise the trainer recomputes them.
+    slot in as the last ``T`` columns. With ``old_logprobs_from_rollout`` the rollout's
+    ``sampling_logprobs`` (log-softmax of logits / temperature, exactly what the trainer computes with
+    ``logprob_temperature`` when no top-k/top-p truncation was applied) are the behaviour policy's, which
+    saves a forward pass; otherwise the trainer recomputes them.
     """
     n, width = rollout.completion_ids.shape  # [N, T]
     prompts = [rollout.prompt_for_row(r) for r in range(n)]
@@ -40,7 +42,7 @@ def to_train_batch(
     old = None
     if old_logprobs_from_rollout:
         old = torch.zeros((n, p_max + width), dtype=torch.float32)
-        old[:, p_max:] = rollout.logprobs * rollout.response_mask
+        old[:, p_max:] = rollout.sampling_logprobs * rollout.response_mask
     return TrainBatch(
         input_ids=input_ids,
         attention_mask=attention,
@@ -69,14 +71,29 @@ def rollout_metrics(rollout: RolloutBatch, scores: Sequence[Score], max_new_toke
     }
 
 
-def logprob_mismatch(rollout: RolloutBatch, recomputed: torch.Tensor) -> float:
-    """Max |rollout log-prob - trainer log-prob| over response tokens (NeMo-RL's gen_kl_error idea).
+def trainer_logprob_gap(
+    model: torch.nn.Module, batch: TrainBatch, rollout: RolloutBatch, *, rows: int, temperature: float
+) -> float:
+    """Max |rollout log-prob - trainer log-prob| over the response tokens of the first ``rows`` rows.
 
-    ``recomputed`` is the trainer's ``old_logprobs`` [N, S] whose last ``T`` columns align with the rollout.
-    A large value means generation and training disagree (padding, positions, temperature bugs).
+    NeMo-RL's gen_kl_error idea: generation (KV cache, left padding, incremental positions) and training
+    (one teacher-forced pass) must agree, or the importance ratio is biased. A subset keeps it cheap
+    enough to run every step. Compared against ``sampling_logprobs`` at the sampling temperature, so it is
+    exact only without top-k/top-p truncation (with truncation it also measures the truncation).
     """
+    from execrl.trainer import compute_logprobs
+
     width = rollout.completion_ids.shape[1]
-    diff = (recomputed[:, -width:] - rollout.logprobs).abs() * rollout.response_mask  # [N, T]
+    with torch.no_grad():
+        logp, _ = compute_logprobs(
+            model,
+            batch.input_ids[:rows],
+            batch.attention_mask[:rows],
+            token_mask=batch.response_mask[:rows] > 0,
+            temperature=temperature,
+        )
+    expected = rollout.sampling_logprobs[:rows] if temperature != 1.0 else rollout.logprobs[:rows]
+    diff = (logp[:, -width:] - expected).abs() * rollout.response_mask[:rows]  # [rows, T]
     return float(diff.max()) if diff.numel() else 0.0
 
 

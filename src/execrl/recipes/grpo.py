@@ -29,7 +29,7 @@ import torch
 
 from execrl.config import TrainConfig
 from execrl.recipes import setup
-from execrl.recipes.batch import logprob_mismatch, ppo_targets, rollout_metrics, to_train_batch
+from execrl.recipes.batch import trainer_logprob_gap, ppo_targets, rollout_metrics, to_train_batch
 from execrl.recipes.evaluate import evaluate_checkpoint_once, finish_report
 from execrl.recipes.sampling import GroupSampler, sample_groups
 from execrl.rewards import reward_metrics
@@ -80,6 +80,13 @@ class _Run:
     extra_sampler: MixtureSampler
     engine: Engine
     start_step: int
+
+    @property
+    def old_logprobs_from_rollout(self) -> bool:
+        """With one pass over each rollout the behaviour policy is the current one: reuse the rollout's
+        log-probs instead of a second forward pass. They equal the trainer's only without top-k/top-p."""
+        rollout = self.config.rollout
+        return self.tcfg.ppo_epochs == 1 and rollout.top_k == 0 and rollout.top_p == 1.0
 
     @property
     def extra_modules(self) -> dict[str, torch.nn.Module] | None:
@@ -176,11 +183,15 @@ def _train_step(run: _Run, step: int, group_sampler: GroupSampler) -> dict[str, 
         advantages = advantages * float("nan")
 
     # ---- update: clipped policy gradient, micro-batched by tokens ------------------------------
-    batch = to_train_batch(rollout, advantages, valid, old_logprobs_from_rollout=False)
+    batch = to_train_batch(
+        rollout, advantages, valid, old_logprobs_from_rollout=run.old_logprobs_from_rollout
+    )
+    mismatch = trainer_logprob_gap(
+        run.model, batch, rollout, rows=rollout.samples_per_prompt, temperature=tcfg.logprob_temperature
+    )
     if run.value_head is not None:
         batch = ppo_targets(run.model, run.value_head, batch, rewards, gamma=tcfg.gamma, lam=tcfg.gae_lambda)
     batch = prepare_batch(run.model, batch, tcfg, ref_model=run.ref_model, value_model=run.value_head)
-    mismatch = logprob_mismatch(rollout, batch.old_logprobs)  # type: ignore[arg-type]
     metrics = policy_update(
         run.model,
         run.optimizer,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from execrl.recipes.batch import logprob_mismatch, to_train_batch
+from execrl.recipes.batch import to_train_batch, trainer_logprob_gap
 from execrl.recipes.sampling import ScoredGroups, concat_groups, informative_groups, sample_groups
 from execrl.rewards import Score
 from execrl.rollout.types import RolloutBatch, RolloutStats
@@ -51,10 +51,23 @@ def test_train_batch_left_pads_prompts_and_aligns_completions() -> None:
     assert batch.attention_mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 1, 0], [0, 0, 1, 1, 1], [0, 0, 1, 1, 0]]
     assert batch.response_mask.tolist() == [[0, 0, 0, 1, 1], [0, 0, 0, 1, 0], [0, 0, 0, 1, 1], [0, 0, 0, 1, 0]]
     assert batch.old_logprobs is not None and batch.old_logprobs[0, 3:].tolist() == [-0.5, -1.0]
-    assert logprob_mismatch(rollout, batch.old_logprobs) == 0.0
-    shifted = batch.old_logprobs.clone()
-    shifted[1, 3] += 0.25
-    assert logprob_mismatch(rollout, shifted) == 0.25
+
+
+def test_trainer_and_rollout_log_probs_agree_and_a_changed_model_shows() -> None:
+    """Generation (KV cache, left padding) and the trainer's teacher-forced pass must give one log-prob."""
+    from execrl.rollout import SamplingParams, create_engine, encode_prompts
+    from execrl.rollout.models import default_tokenizer, tiny_model
+
+    model, tokenizer = tiny_model(seed=3, init_std=0.3), default_tokenizer()
+    engine = create_engine("hf", model=model, tokenizer=tokenizer)
+    for temperature in (1.0, 0.7):
+        rollout = engine.generate(encode_prompts(tokenizer, ["Hi", "A longer prompt, with more tokens."]),
+                                  SamplingParams(samples_per_prompt=3, max_new_tokens=6, temperature=temperature))
+        batch = to_train_batch(rollout, torch.zeros(6), torch.ones(6, dtype=torch.bool),
+                               old_logprobs_from_rollout=True)
+        assert trainer_logprob_gap(model, batch, rollout, rows=6, temperature=temperature) < 1e-4
+    other = tiny_model(seed=4, init_std=0.3)
+    assert trainer_logprob_gap(other, batch, rollout, rows=6, temperature=0.7) > 1e-2
 
 
 def test_informative_groups_ignore_invalid_scores() -> None:
