@@ -73,6 +73,7 @@ def toy_overrides(model_dir: Path, tasks_file: Path, out_dir: Path) -> list[str]
         "rollout.max_new_tokens=8",
         "rollout.eval_max_new_tokens=8",
         "rollout.top_k=16",
+        "rollout.temperature=1.0",
         "optim.learning_rate=1e-2",
         "sandbox.workers=2",
         "telemetry.tensorboard=false",
