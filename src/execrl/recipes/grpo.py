@@ -29,7 +29,7 @@ import torch
 
 from execrl.config import TrainConfig
 from execrl.recipes import setup
-from execrl.recipes.batch import trainer_logprob_gap, ppo_targets, rollout_metrics, to_train_batch
+from execrl.recipes.batch import ppo_targets, rollout_metrics, to_train_batch, trainer_logprob_gap
 from execrl.recipes.evaluate import evaluate_checkpoint_once, finish_report
 from execrl.recipes.sampling import GroupSampler, sample_groups
 from execrl.rewards import reward_metrics
