@@ -12,7 +12,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from execrl.config import ConfigError, TrainConfig, to_toml
 from execrl.rewards import RewardConfig
@@ -95,11 +95,6 @@ def load_reference(path: Path, dtype: torch.dtype) -> PreTrainedModel:
     return model
 
 
-def is_task_file(name: str) -> bool:
-    """A suite given as a task JSONL path or fsspec URL rather than a registered name."""
-    return "://" in name or name.endswith((".jsonl", ".jsonl.gz", ".json"))
-
-
 def load_suites(
     names: list[str] | dict[str, float], split: str, max_difficulty: int
 ) -> dict[str, list[Task]]:
@@ -109,10 +104,11 @@ def load_suites(
     suite registry itself (it is an evaluation suite).
     """
     from execrl.tasks import load_suite, load_tasks
+    from execrl.tasks.registry import is_task_source
 
     out: dict[str, list[Task]] = {}
     for name in names:
-        if is_task_file(name):
+        if is_task_source(name):
             tasks = [t for t in load_tasks(name) if t.metadata.split == split]
         else:
             tasks = load_suite(name, split=split)
@@ -139,14 +135,14 @@ def build_sandbox(config: TrainConfig) -> Sandbox:
     return Sandbox(SandboxConfig(backend=config.sandbox.backend, workers=config.sandbox.workers))
 
 
-def reward_config(config: TrainConfig, *, mode: str | None = None) -> RewardConfig:
+def reward_config(config: TrainConfig) -> RewardConfig:
     limits = Limits(
         timeout_s=config.sandbox.timeout_s,
         cpu_time_s=config.sandbox.timeout_s,
         memory_mb=config.sandbox.memory_mb,
     )
     return RewardConfig(
-        mode=mode or config.reward.mode,  # type: ignore[arg-type]
+        mode=config.reward.mode,
         no_code_penalty=config.reward.no_code_penalty,
         syntax_error_penalty=config.reward.syntax_error_penalty,
         timeout_penalty=config.reward.timeout_penalty,
@@ -207,8 +203,3 @@ class StopFlag:
 
     def request(self, reason: str) -> None:
         self.requested, self.reason = True, reason
-
-
-def jsonable(obj: Any) -> Any:
-    """Turn dataclass-ish eval results into JSON (floats stay floats)."""
-    return json.loads(json.dumps(obj, default=lambda o: o.__dict__))

@@ -20,15 +20,11 @@ EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 __all__ = ["register"]
 
 
-def _is_path(name: str) -> bool:
-    return "/" in name or name.endswith((".jsonl", ".json", ".gz"))
-
-
 def _load(name: str, split: str | None, limit: int | None = None) -> list[Any]:
-    from execrl.tasks.registry import default_split, load_suite
+    from execrl.tasks.registry import default_split, is_task_source, load_suite
     from execrl.tasks.storage import load_tasks
 
-    tasks = load_tasks(name) if _is_path(name) else load_suite(name, split or default_split(name))
+    tasks = load_tasks(name) if is_task_source(name) else load_suite(name, split or default_split(name))
     return tasks[:limit] if limit is not None else tasks
 
 

@@ -153,3 +153,8 @@ def suite_info(name: str, *, seed: int = 0) -> SuiteInfo:
 def list_suites(*, seed: int = 0) -> list[SuiteInfo]:
     """Every registered suite with its domains and counts per split, sorted by name."""
     return [suite_info(name, seed=seed) for name in suite_names()]
+
+
+def is_task_source(name: str) -> bool:
+    """A suite argument given as a task file path or fsspec URL rather than a registered suite name."""
+    return "/" in name or name.endswith((".jsonl", ".json", ".gz"))
