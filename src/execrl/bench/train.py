@@ -8,9 +8,11 @@ in execrl's sandbox), and take one AdamW step per batch with the same learning r
 
 What one step is on each side:
 
-- execrl (the loop of ``recipes/grpo.py``): encode prompts, ``HFEngine`` group sampling (one prefill per
-  prompt shared by its samples, finished rows dropped), sandbox scoring, GRPO advantages, a no-grad forward
-  for the old log-probs (``prepare_batch``; TRL skips it in this setting), forward + backward + step.
+- execrl (the loop of ``recipes/grpo.py``, its ``update_from_rollout`` called as is): encode prompts,
+  ``HFEngine`` group sampling (one prefill per prompt, its KV cache shared by the group, finished rows
+  dropped), sandbox scoring, GRPO advantages, then forward + backward + fused AdamW step, where each prompt's tokens run through the trunk once per micro-batch
+  (``execrl.trainer.prefix``). Old log-probs come from the engine (``--old-logprobs rollout``, default;
+  ``recompute`` adds a no-grad forward, which TRL skips in this setting).
 - TRL: tokenise prompts, ``model.generate`` (each prompt prefilled once per sample), the same reward,
   advantages, forward + backward + step (old log-probs are ``per_token_logps.detach()`` with one iteration).
 
@@ -82,8 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("recompute", "rollout"),
         default="rollout",
         help="execrl's behaviour log-probs: 'rollout' takes the engine's (no extra forward), as recipes/grpo.py "
-        "does with one PPO epoch and no top-k/top-p, plus its per-step log-prob check on the first group "
-        "(default); 'recompute' adds a full no-grad forward",
+        "does with one PPO epoch and no top-k/top-p (default); 'recompute' adds a full no-grad forward and "
+        "the per-step log-prob check on the first group",
     )
     parser.add_argument("--learning-rate", type=float, default=1e-6, help="both sides (default 1e-6)")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads for both sides")
@@ -167,18 +169,14 @@ def run_execrl(
     config: TrainerConfig,
     args: argparse.Namespace,
 ) -> SideTiming:
-    """The step of ``recipes/grpo.py`` (rollout, sandbox scoring, advantages, update), ``--steps`` + 1 times."""
-    import torch
+    """The step of ``recipes/grpo.py`` (rollout, sandbox scoring, advantages, update), ``--steps`` + 1 times.
 
-    from execrl.recipes.batch import to_train_batch, trainer_logprob_gap
+    Rollout and scoring are called as ``_train_step`` calls them; the rest is ``update_from_rollout``, the
+    very function the loop uses.
+    """
+    from execrl.recipes.grpo import update_from_rollout
     from execrl.rollout import SamplingParams, create_engine, encode_prompts
-    from execrl.trainer import (
-        build_optimizer,
-        build_scheduler,
-        compute_advantages,
-        policy_update,
-        prepare_batch,
-    )
+    from execrl.trainer import build_optimizer, build_scheduler
 
     engine = create_engine("hf", model=model, tokenizer=tokenizer)
     optimizer = build_optimizer(model, config)
@@ -197,21 +195,15 @@ def run_execrl(
         )
         rollout = engine.generate(encode_prompts(tokenizer, prompt_texts(reward.tasks)), params)
         scores = reward.score(rollout.group_index.tolist(), rollout.texts)
-        rewards = torch.tensor([s.reward for s in scores], dtype=torch.float64)  # [N]
-        valid = torch.tensor([s.valid for s in scores], dtype=torch.bool)  # [N]
-        advantages = compute_advantages(
-            config.advantage_estimator,
-            rewards,
-            group_ids=rollout.group_index,
-            valid=valid,
-            eps=config.advantage_std_eps,
+        update_from_rollout(
+            model,
+            optimizer,
+            scheduler,
+            config,
+            rollout,
+            scores,
+            old_logprobs_from_rollout=args.old_logprobs == "rollout",
         )
-        from_rollout = args.old_logprobs == "rollout"
-        batch = to_train_batch(rollout, advantages, valid, old_logprobs_from_rollout=from_rollout)
-        if from_rollout:  # the loop's per-step generation/training agreement check, on the first group
-            trainer_logprob_gap(model, batch, rollout, rows=args.samples, temperature=1.0)
-        batch = prepare_batch(model, batch, config)
-        policy_update(model, optimizer, scheduler, batch, config)
         times.append(time.perf_counter() - start)
         tokens.append(rollout.stats.generated_tokens)
         _progress("execrl", step, times[-1], tokens[-1])
@@ -234,12 +226,14 @@ def _notes(args: argparse.Namespace) -> list[str]:
     old = (
         "a full no-grad old-log-prob forward (--old-logprobs recompute; TRL skips it)"
         if args.old_logprobs == "recompute"
-        else "old log-probs taken from the engine plus the log-prob agreement check on one group, as "
-        "recipes/grpo.py does with one PPO epoch"
+        else "old log-probs taken from the engine, the generation/training log-prob check read off the "
+        "update's first forward, as recipes/grpo.py does with one PPO epoch"
     )
     return [
-        "execrl step = encode prompts + HFEngine group sampling (one shared prefill per prompt, finished rows "
-        f"dropped) + sandbox scoring + GRPO advantages + {old} + forward/backward/AdamW step",
+        "execrl step = encode prompts + HFEngine group sampling (one prefill per prompt, its KV cache shared "
+        f"by the group, finished rows dropped) + sandbox scoring + GRPO advantages + {old} + "
+        "forward/backward/AdamW step with each prompt computed once per micro-batch (recipes.grpo."
+        "update_from_rollout)",
         "TRL step = tokenise prompts + model.generate (prompt prefilled per sample) + the same reward + "
         "advantages + forward/backward/AdamW step (old log-probs = detached current ones, num_iterations=1)",
         "same reward callable on both sides: execrl.rewards.score_batch in one shared sandbox "

@@ -118,7 +118,10 @@ def ppo_targets(
     if batch.valid is not None:
         mask &= batch.valid[:, None]
     with torch.no_grad():
-        values = value_head(forward_hidden(model, batch.input_ids, batch.attention_mask)).float()  # [N, S]
+        hidden = forward_hidden(
+            model, batch.input_ids, batch.attention_mask, shared_context_of=batch.response_mask
+        )  # [N, S, H]
+        values = value_head(hidden).float()  # [N, S]
     token_rewards = token_level_rewards(rewards.float(), mask)  # [N, S]
     advantages, returns = gae(token_rewards, values * mask, mask, gamma=gamma, lam=lam)
     if int(mask.sum()) >= 2:

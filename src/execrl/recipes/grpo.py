@@ -19,7 +19,7 @@ import functools
 import logging
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +32,9 @@ from execrl.recipes import setup
 from execrl.recipes.batch import ppo_targets, rollout_metrics, to_train_batch, trainer_logprob_gap
 from execrl.recipes.evaluate import evaluate_checkpoint_once, finish_report
 from execrl.recipes.sampling import GroupSampler, sample_groups
-from execrl.rewards import reward_metrics
+from execrl.rewards import Score, reward_metrics
 from execrl.rollout.engine import Engine, create_engine
-from execrl.rollout.types import SamplingParams
+from execrl.rollout.types import RolloutBatch, SamplingParams
 from execrl.scheduler import MixtureSampler
 from execrl.tasks.schema import Task
 from execrl.telemetry import RunTelemetry, alarm_rules_from_config
@@ -166,10 +166,57 @@ def _train_step(run: _Run, step: int, group_sampler: GroupSampler) -> dict[str, 
     rollout, scores = groups.rollout, groups.scores
     t1 = time.perf_counter()
 
-    # ---- advantages: group-relative (or PPO's GAE below), invalid rewards excluded -------------
+    # ---- advantages, then the clipped policy-gradient update, micro-batched by tokens -----------
+    metrics = update_from_rollout(
+        run.model,
+        run.optimizer,
+        run.scheduler,
+        tcfg,
+        rollout,
+        scores,
+        old_logprobs_from_rollout=run.old_logprobs_from_rollout,
+        value_head=run.value_head,
+        ref_model=run.ref_model,
+        poison_advantages=step == config.run.inject_nan_loss_at_step,
+    )
+    t2 = time.perf_counter()
+
+    # ---- metrics ----------------------------------------------------------------------------------
+    metrics.update(reward_metrics(scores))
+    metrics.update(rollout_metrics(rollout, scores, config.rollout.max_new_tokens))
+    metrics["rollout/sampling_rounds"] = float(groups.rounds)
+    metrics["rollout/dropped_zero_variance_groups"] = float(groups.dropped_groups)
+    metrics["perf/rollout_and_reward_s"] = t1 - t0
+    metrics["perf/update_s"] = t2 - t1
+    metrics["perf/step_s"] = t2 - t0
+    metrics["perf/step_tokens_per_s"] = rollout.stats.generated_tokens / (t2 - t0)
+    return metrics
+
+
+def update_from_rollout(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    tcfg: TrainerConfig,
+    rollout: RolloutBatch,
+    scores: Sequence[Score],
+    *,
+    old_logprobs_from_rollout: bool,
+    value_head: ValueHead | None = None,
+    ref_model: torch.nn.Module | None = None,
+    poison_advantages: bool = False,
+) -> dict[str, float]:
+    """Scored rollout -> advantages -> ``TrainBatch`` -> one ``policy_update``; returns its metrics.
+
+    Also reports the generation/training log-prob gap (``rollout/logprob_max_abs_diff``, NeMo-RL's
+    ``gen_kl_error`` idea): with old log-probs taken from the rollout it is the update's own first forward
+    against them, over every valid row of the first mini-batch (no extra pass); otherwise one extra no-grad
+    pass over the first group. ``poison_advantages`` multiplies the advantages by NaN (fault
+    injection for the alarm tests). ``execrl bench train`` times exactly this function.
+    """
     rewards = torch.tensor([s.reward for s in scores], dtype=torch.float64)  # [N]
     valid = torch.tensor([s.valid for s in scores], dtype=torch.bool)  # [N]
-    if run.value_head is None:
+    if value_head is None:  # group-relative; PPO's per-token GAE replaces it in ppo_targets below
         advantages = compute_advantages(
             tcfg.advantage_estimator,
             rewards,
@@ -178,41 +225,25 @@ def _train_step(run: _Run, step: int, group_sampler: GroupSampler) -> dict[str, 
             eps=tcfg.advantage_std_eps,
         )
     else:
-        advantages = torch.zeros_like(rewards)  # replaced by per-token GAE in ppo_targets
-    if step == config.run.inject_nan_loss_at_step:  # fault injection (tests of the alarm path)
+        advantages = torch.zeros_like(rewards)
+    if poison_advantages:
         advantages = advantages * float("nan")
-
-    # ---- update: clipped policy gradient, micro-batched by tokens ------------------------------
-    batch = to_train_batch(
-        rollout, advantages, valid, old_logprobs_from_rollout=run.old_logprobs_from_rollout
-    )
-    mismatch = trainer_logprob_gap(
-        run.model, batch, rollout, rows=rollout.samples_per_prompt, temperature=tcfg.logprob_temperature
-    )
-    if run.value_head is not None:
-        batch = ppo_targets(run.model, run.value_head, batch, rewards, gamma=tcfg.gamma, lam=tcfg.gae_lambda)
-    batch = prepare_batch(run.model, batch, tcfg, ref_model=run.ref_model, value_model=run.value_head)
+    batch = to_train_batch(rollout, advantages, valid, old_logprobs_from_rollout=old_logprobs_from_rollout)
+    mismatch = None
+    if not old_logprobs_from_rollout:  # otherwise the update measures it on its first forward, for free
+        mismatch = trainer_logprob_gap(
+            model, batch, rollout, rows=rollout.samples_per_prompt, temperature=tcfg.logprob_temperature
+        )
+    if value_head is not None:
+        batch = ppo_targets(model, value_head, batch, rewards, gamma=tcfg.gamma, lam=tcfg.gae_lambda)
+    batch = prepare_batch(model, batch, tcfg, ref_model=ref_model, value_model=value_head)
     metrics = policy_update(
-        run.model,
-        run.optimizer,
-        run.scheduler,
-        batch,
-        tcfg,
-        ref_model=run.ref_model,
-        value_model=run.value_head,
+        model, optimizer, scheduler, batch, tcfg, ref_model=ref_model, value_model=value_head
     )
-    t2 = time.perf_counter()
-
-    # ---- metrics ----------------------------------------------------------------------------------
-    metrics.update(reward_metrics(scores))
-    metrics.update(rollout_metrics(rollout, scores, config.rollout.max_new_tokens))
-    metrics["rollout/logprob_max_abs_diff"] = mismatch
-    metrics["rollout/sampling_rounds"] = float(groups.rounds)
-    metrics["rollout/dropped_zero_variance_groups"] = float(groups.dropped_groups)
-    metrics["perf/rollout_and_reward_s"] = t1 - t0
-    metrics["perf/update_s"] = t2 - t1
-    metrics["perf/step_s"] = t2 - t0
-    metrics["perf/step_tokens_per_s"] = rollout.stats.generated_tokens / (t2 - t0)
+    if mismatch is None:  # absent only when no valid row had a response token to compare
+        mismatch = metrics.get("train/old_logprob_max_abs_diff")
+    if mismatch is not None:
+        metrics["rollout/logprob_max_abs_diff"] = mismatch
     return metrics
 
 

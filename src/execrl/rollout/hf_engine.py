@@ -30,13 +30,15 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import Cache, DynamicCache
 
-from execrl.rollout.kv_cache import preallocated_cache
+from execrl.rollout.kv_cache import PreallocatedLayer, preallocated_cache
 from execrl.rollout.sampling import SampledTokens, sample_next_tokens
+from execrl.rollout.shared_decode import SharedPromptDecoder, supports_shared_decode
 from execrl.rollout.types import FinishReason, RolloutBatch, RolloutStats, SamplingParams
 
 __all__ = ["HFEngine", "left_pad"]
@@ -59,7 +61,7 @@ class _Rows:
     alive: torch.Tensor  # [A] bool, not finished yet
     attention_mask: torch.Tensor  # [A, Lp + max_new_tokens] int64, prompt mask then ones
     next_position: torch.Tensor  # [A] int64, position id of the first completion token
-    cache: Cache
+    decoder: _Decoder
 
     def drop_dead_if_worth_it(self, tokens: torch.Tensor) -> torch.Tensor:
         """Remove dead rows when enough have accumulated; returns ``tokens`` [A] for the kept rows."""
@@ -71,8 +73,51 @@ class _Rows:
         self.alive = self.alive[index]
         self.attention_mask = self.attention_mask[index]
         self.next_position = self.next_position[index]
-        self.cache.batch_select_indices(index)
+        self.decoder.select_rows(index)
         return tokens[index]
+
+
+class _Decoder(Protocol):
+    """One decode step for the live rows, and removal of finished rows (the two decode paths)."""
+
+    def step(
+        self, tokens: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor
+    ) -> torch.Tensor:
+        """``tokens`` [A], ``attention_mask`` [A, L] (prompt + completion so far), ``positions`` [A] -> [A, V]."""
+        ...
+
+    def select_rows(self, index: torch.Tensor) -> None: ...
+
+
+@dataclass
+class _GenericDecoder:
+    """Any causal LM: the model's own forward on a per-row KV cache (the prompt copied into every row)."""
+
+    engine: HFEngine
+    cache: Cache
+
+    def step(
+        self, tokens: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor
+    ) -> torch.Tensor:
+        return self.engine._forward(tokens[:, None], attention_mask, positions[:, None], self.cache)
+
+    def select_rows(self, index: torch.Tensor) -> None:
+        self.cache.batch_select_indices(index)
+
+
+@dataclass
+class _SharedDecoder:
+    """Llama-shaped models: one prompt cache per group (:mod:`execrl.rollout.shared_decode`)."""
+
+    inner: SharedPromptDecoder
+
+    def step(
+        self, tokens: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor
+    ) -> torch.Tensor:
+        return self.inner.step(tokens, positions)
+
+    def select_rows(self, index: torch.Tensor) -> None:
+        self.inner.select_rows(index)
 
 
 @dataclass
@@ -107,7 +152,22 @@ class HFEngine:
 
     name = "hf"
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        shared_prompt_decode: bool | None = None,
+    ) -> None:
+        """``shared_prompt_decode``: None uses the shared-prompt decoder when the model supports it, False
+        forces the generic path, True requires the shared one (an unsupported model raises)."""
+        supported = supports_shared_decode(model)
+        if shared_prompt_decode and not supported:
+            raise ValueError(
+                f"shared_prompt_decode=True, but {type(model).__name__} is not a Llama-shaped full-attention "
+                "model (see execrl.rollout.shared_decode); leave it None to fall back to the generic path"
+            )
+        self.shared_prompt_decode = supported if shared_prompt_decode is None else shared_prompt_decode
         self.model = model
         self.tokenizer = tokenizer
         self.eos_token_ids = resolve_eos_token_ids(model, tokenizer)
@@ -147,10 +207,27 @@ class HFEngine:
 
     def _prefill(self, prompts: list[list[int]], params: SamplingParams) -> tuple[_Rows, torch.Tensor]:
         input_ids, attention_mask, position_ids = left_pad(prompts, self.pad_token_id)
-        cache = self._new_cache(input_ids.shape[1] + params.max_new_tokens)
+        # The shared decoder keeps completions in its own per-row caches; the prefill cache holds prompts only.
+        extra = 0 if self.shared_prompt_decode else params.max_new_tokens
+        cache = self._new_cache(input_ids.shape[1] + extra)
         logits = self._forward(input_ids, attention_mask, position_ids, cache)  # [P, V]
         group = params.samples_per_prompt
-        cache.batch_repeat_interleave(group)
+        decoder: _Decoder
+        if self.shared_prompt_decode:
+            layers: list[PreallocatedLayer] = cache.layers  # type: ignore[assignment]
+            decoder = _SharedDecoder(
+                SharedPromptDecoder(
+                    self.model,
+                    [layer.keys for layer in layers],
+                    [layer.values for layer in layers],
+                    attention_mask,
+                    group,
+                    params.max_new_tokens,
+                )
+            )
+        else:
+            cache.batch_repeat_interleave(group)
+            decoder = _GenericDecoder(self, cache)
         completion_mask = torch.ones((len(prompts), params.max_new_tokens), dtype=torch.long)
         rows = _Rows(
             ids=torch.arange(len(prompts) * group),
@@ -159,7 +236,7 @@ class HFEngine:
                 group, dim=0
             ),
             next_position=attention_mask.sum(dim=1).repeat_interleave(group),
-            cache=cache,
+            decoder=decoder,
         )
         return rows, logits.repeat_interleave(group, dim=0)  # [P*G, V]
 
@@ -189,8 +266,7 @@ class HFEngine:
                 return step + 1
             tokens = rows.drop_dead_if_worth_it(tokens)
             mask = rows.attention_mask[:, : prompt_width + step + 1]
-            positions = (rows.next_position + step).unsqueeze(1)  # [A, 1]
-            logits = self._forward(tokens.unsqueeze(1), mask, positions, rows.cache)
+            logits = rows.decoder.step(tokens, mask, rows.next_position + step)
         return params.max_new_tokens
 
     def _record(

@@ -4,6 +4,10 @@ Micro-batches are sized by padded tokens (rows x width after trimming all-paddin
 count: rollouts vary in length by 10x, and a fixed row count either wastes memory on short batches or runs out
 of it on long ones. Rows are packed in order of their length (stable sort, so deterministic), which keeps
 similar lengths together and padding low. Sequences are never split across micro-batches.
+
+With ``groups`` (rows sharing a prompt, see :func:`execrl.trainer.prefix.prefix_groups`), rows are packed
+group by group instead (groups in order of their longest row, rows by length inside a group), so a group
+lands in as few micro-batches as possible and its prompt is computed once per micro-batch, not once per row.
 """
 
 from __future__ import annotations
@@ -17,10 +21,13 @@ def minibatch_rows(num_sequences: int, parts: int) -> list[Tensor]:
     return [rows for rows in torch.arange(num_sequences).tensor_split(parts) if rows.numel()]
 
 
-def microbatch_rows(attention_mask: Tensor, tokens_per_microbatch: int) -> list[tuple[Tensor, slice]]:
+def microbatch_rows(
+    attention_mask: Tensor, tokens_per_microbatch: int, *, groups: Tensor | None = None
+) -> list[tuple[Tensor, slice]]:
     """Group rows of ``attention_mask`` [N, S] into micro-batches of at most ``tokens_per_microbatch`` padded
     tokens; returns ``(row indices, column slice)`` pairs. A single row longer than the budget forms its own
-    micro-batch (it cannot be split).
+    micro-batch (it cannot be split). ``groups`` [N] (optional): a group that fits in the budget is never
+    split across micro-batches; a larger one is split by rows.
     """
     present = attention_mask > 0  # [N, S]
     columns = torch.arange(attention_mask.shape[1], device=attention_mask.device)
@@ -31,19 +38,40 @@ def microbatch_rows(attention_mask: Tensor, tokens_per_microbatch: int) -> list[
     )
     last = torch.where(present, columns, -1).amax(dim=-1).clamp(min=0)
     last = torch.maximum(last, first)  # all-padding rows: a one-column span
-    order = torch.argsort(last - first, stable=True).tolist()
     first_list, last_list = first.tolist(), last.tolist()
-    groups: list[tuple[Tensor, slice]] = []
+    units: list[list[int]] = []
+    for unit in _packing_units(last - first, groups):
+        width = max(last_list[r] for r in unit) - min(first_list[r] for r in unit) + 1
+        fits = len(unit) * width <= tokens_per_microbatch
+        units.extend([unit] if fits or len(unit) == 1 else [[row] for row in unit])
+    parts: list[tuple[Tensor, slice]] = []
     current: list[int] = []
     lo = hi = 0
-    for row in order:
-        new_lo = min(lo, first_list[row]) if current else first_list[row]
-        new_hi = max(hi, last_list[row]) if current else last_list[row]
-        if current and (len(current) + 1) * (new_hi - new_lo + 1) > tokens_per_microbatch:
-            groups.append((torch.tensor(current, dtype=torch.long), slice(lo, hi + 1)))
-            current, new_lo, new_hi = [], first_list[row], last_list[row]
-        current.append(row)
+    for unit in units:
+        unit_lo = min(first_list[r] for r in unit)
+        unit_hi = max(last_list[r] for r in unit)
+        new_lo, new_hi = (min(lo, unit_lo), max(hi, unit_hi)) if current else (unit_lo, unit_hi)
+        if current and (len(current) + len(unit)) * (new_hi - new_lo + 1) > tokens_per_microbatch:
+            parts.append((torch.tensor(current, dtype=torch.long), slice(lo, hi + 1)))
+            current, new_lo, new_hi = [], unit_lo, unit_hi
+        current.extend(unit)
         lo, hi = new_lo, new_hi
     if current:
-        groups.append((torch.tensor(current, dtype=torch.long), slice(lo, hi + 1)))
-    return groups
+        parts.append((torch.tensor(current, dtype=torch.long), slice(lo, hi + 1)))
+    return parts
+
+
+def _packing_units(span: Tensor, groups: Tensor | None) -> list[list[int]]:
+    """Rows in packing order, as units that go into one micro-batch together.
+
+    Without groups every row is its own unit, by span (stable sort: deterministic). With groups a unit is a
+    whole group (groups by their longest row, rows by span inside); ``microbatch_rows`` breaks a group that
+    alone exceeds the budget back into rows (still consecutive, so it spans as few micro-batches as it can).
+    """
+    if groups is None:
+        return [[row] for row in torch.argsort(span, stable=True).tolist()]
+    members: dict[int, list[int]] = {}
+    for row in torch.argsort(span, stable=True).tolist():
+        members.setdefault(int(groups[row]), []).append(row)
+    ordered = sorted(members.values(), key=lambda rows: (int(span[rows[-1]]), rows[0]))
+    return ordered

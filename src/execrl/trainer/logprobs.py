@@ -4,7 +4,8 @@ Memory: a full ``[N, S, V]`` logits tensor is the largest activation of an LLM s
 vocab x 4 bytes = 1.6 GB for SmolLM2). We run the decoder trunk once, then apply ``lm_head`` and
 ``log_softmax`` to chunks of ``chunk_tokens`` hidden states and keep only the gathered log-prob and the
 entropy per token. Under autograd each chunk is recomputed in backward (``torch.utils.checkpoint``), so the
-chunk's logits are not kept either. ``token_mask`` restricts the work to the positions the loss needs
+chunk's logits are not kept either; a micro-batch that fits in one chunk skips the recompute (one chunk's
+log-probs are alive at the peak either way). ``token_mask`` restricts the work to the positions the loss needs
 (usually the response tokens), which also skips the prompt's ``lm_head``. Measured on CPU (8 x 512 tokens,
 49k vocab, forward + backward): peak memory growth 3.1 GB with full logits, 0.81 GB with 1024-token chunks,
 0.25 GB with 256; the price is recomputing ``lm_head`` in backward plus the entropy (about 1.7x the time of
@@ -29,6 +30,8 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from execrl.trainer.prefix import find_shared_prefix, forward_shared
+
 _LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logit_scale")
 
 
@@ -46,16 +49,25 @@ def _can_split(model: nn.Module) -> bool:
     )
 
 
-def forward_hidden(model: nn.Module, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-    """Last hidden states of the decoder trunk (after the final norm), [N, S] -> [N, S, H]."""
+def forward_hidden(
+    model: nn.Module, input_ids: Tensor, attention_mask: Tensor, *, shared_context_of: Tensor | None = None
+) -> Tensor:
+    """Last hidden states of the decoder trunk (after the final norm), [N, S] -> [N, S, H].
+
+    With ``shared_context_of`` (the [N, S] mask of the positions that will be scored), rows sharing the same
+    context before the first scored column compute it once (:mod:`execrl.trainer.prefix`); hidden states
+    before that column are then the shared context's.
+    """
     loose: Any = model  # Hugging Face API, untyped for nn.Module
     decoder: Any = loose.get_decoder() if callable(getattr(model, "get_decoder", None)) else model
-    out = decoder(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids_from_mask(attention_mask),
-        use_cache=False,
-    )
+    positions = position_ids_from_mask(attention_mask)
+    if shared_context_of is not None:
+        shared = find_shared_prefix(input_ids, attention_mask, shared_context_of)
+        if shared is not None:
+            hidden_shared = forward_shared(decoder, input_ids, attention_mask, positions, shared)
+            if hidden_shared is not None:
+                return hidden_shared
+    out = decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=False)
     hidden: Tensor = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
     return hidden
 
@@ -74,7 +86,9 @@ def _logp_entropy(
 
 
 def _chunked(fn: Any, inputs: Tensor, targets: Tensor, chunk_tokens: int) -> tuple[Tensor, Tensor]:
-    use_checkpoint = torch.is_grad_enabled() and inputs.requires_grad
+    # One chunk gains nothing from recomputing in backward: its [K, V] log-probs would be alive at the
+    # same time either way (as the only chunk), so skip the second lm_head pass.
+    use_checkpoint = torch.is_grad_enabled() and inputs.requires_grad and inputs.shape[0] > chunk_tokens
     logps, entropies = [], []
     for start in range(0, inputs.shape[0], chunk_tokens):
         part, part_targets = inputs[start : start + chunk_tokens], targets[start : start + chunk_tokens]
@@ -100,10 +114,13 @@ def policy_forward(
     chunk_tokens: int = 1024,
     return_hidden: bool = False,
     entropy_grad: bool = False,
+    share_prompt: bool = True,
 ) -> tuple[Tensor, Tensor, Tensor | None]:
     """``compute_logprobs`` that can also return the trunk's hidden states [N, S, H] (for a value head).
 
     The entropy carries a gradient only with ``entropy_grad=True`` (an entropy bonus in the loss).
+    ``share_prompt``: rows with the same context before their first scored token compute it once
+    (:mod:`execrl.trainer.prefix`); the returned hidden states before that column are the shared ones.
     """
     if input_ids.shape != attention_mask.shape or input_ids.dim() != 2:
         raise ValueError(
@@ -117,7 +134,8 @@ def policy_forward(
     targets = input_ids[rows, cols]  # [K]
     hidden: Tensor | None = None
     if _can_split(model):
-        hidden = forward_hidden(model, input_ids, attention_mask)  # [N, S, H]
+        context = wanted if share_prompt else None
+        hidden = forward_hidden(model, input_ids, attention_mask, shared_context_of=context)  # [N, S, H]
         loose: Any = model  # Hugging Face API, untyped for nn.Module
         head: Any = loose.get_output_embeddings()
 
@@ -151,6 +169,7 @@ def compute_logprobs(
     token_mask: Tensor | None = None,
     temperature: float = 1.0,
     chunk_tokens: int = 1024,
+    share_prompt: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """Log-probs and entropies of the given tokens under ``model``: [N, S] -> ([N, S], [N, S]).
 
@@ -165,6 +184,7 @@ def compute_logprobs(
         token_mask=token_mask,
         temperature=temperature,
         chunk_tokens=chunk_tokens,
+        share_prompt=share_prompt,
     )
     return logp, entropy
 

@@ -38,6 +38,7 @@ from execrl.trainer.losses import (
     loss_normaliser,
     masked_mean,
 )
+from execrl.trainer.prefix import prefix_groups
 
 
 @dataclass(frozen=True)
@@ -101,17 +102,20 @@ def build_optimizer(
     """AdamW over the trainable parameters of ``model`` and ``extra_modules`` (e.g. a ``ValueHead``).
 
     Weight decay applies to every parameter (norms and biases included); set ``weight_decay=0`` (the default)
-    to avoid decaying them.
+    to avoid decaying them. On CPU and CUDA the fused kernel is used (same update rule, one pass per
+    tensor): on SmolLM2-135M on 2 CPU cores it steps in 0.10 s instead of 0.46 s for ``foreach``.
     """
     params = [p for module in (model, *extra_modules) for p in module.parameters() if p.requires_grad]
     if not params:
         raise ValueError("build_optimizer: the model has no trainable parameters (all requires_grad=False)")
+    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
     return torch.optim.AdamW(
         params,
         lr=config.learning_rate,
         betas=(config.adam_beta1, config.adam_beta2),
         eps=config.adam_eps,
         weight_decay=config.weight_decay,
+        fused=fused or None,
     )
 
 
@@ -145,7 +149,7 @@ def _batched_logprobs(model: nn.Module, batch: TrainBatch, config: TrainerConfig
     """No-grad log-probs of the whole batch, micro-batched like the update; [N, S]."""
     out = torch.zeros(batch.input_ids.shape, dtype=torch.float32, device=batch.input_ids.device)
     with torch.no_grad():
-        for rows, columns in microbatch_rows(batch.attention_mask, config.tokens_per_microbatch):
+        for rows, columns in _microbatches(batch, config):
             part = batch.take(rows, columns)
             logp, _ = compute_logprobs(
                 model,
@@ -154,10 +158,21 @@ def _batched_logprobs(model: nn.Module, batch: TrainBatch, config: TrainerConfig
                 token_mask=part.response_mask,
                 temperature=config.logprob_temperature,
                 chunk_tokens=config.logprob_chunk_tokens,
+                share_prompt=config.share_prompt_forward,
             )
             out = out.to(logp.dtype)
             out[rows.to(out.device), columns] = logp
     return out
+
+
+def _microbatches(batch: TrainBatch, config: TrainerConfig) -> list[tuple[Tensor, slice]]:
+    """Token-budget micro-batches; rows sharing a prompt are kept together when prompts are shared."""
+    groups = (
+        prefix_groups(batch.input_ids, batch.attention_mask, batch.response_mask)
+        if config.share_prompt_forward
+        else None
+    )
+    return microbatch_rows(batch.attention_mask, config.tokens_per_microbatch, groups=groups)
 
 
 def prepare_batch(
@@ -194,6 +209,13 @@ def prepare_batch(
     return batch
 
 
+_GAP = "train/old_logprob_max_abs_diff"  # a max over micro-batches, not a sum
+
+
+def _add(a: float, b: float) -> float:
+    return a + b
+
+
 @dataclass(frozen=True)
 class _MicroTerms:
     total: Tensor  # scalar with grad
@@ -219,6 +241,7 @@ def _microbatch_loss(
         chunk_tokens=config.logprob_chunk_tokens,
         return_hidden=isinstance(value_model, ValueHead),
         entropy_grad=config.entropy_coef > 0,
+        share_prompt=config.share_prompt_forward,
     )  # [B, T] each
 
     def aggregate(per_token: Tensor, mode: str = config.loss_aggregation) -> Tensor:
@@ -238,6 +261,7 @@ def _microbatch_loss(
         "train/clip_frac_low": aggregate(out.clipped_low.to(logp.dtype), "token-mean"),
         "train/dual_clip_frac": aggregate(out.dual_clipped.to(logp.dtype), "token-mean"),
         "train/ppo_kl": aggregate((mb.old_logprobs - logp).detach(), "token-mean"),
+        _GAP: ((mb.old_logprobs - logp).detach().abs() * mask).amax() if mask.any() else logp.new_zeros(()),
     }
     if needs_reference(config) and not config.kl_in_reward:
         assert mb.ref_logprobs is not None
@@ -272,11 +296,12 @@ def accumulate_gradients(
     """
     loss_fn = POLICY_LOSSES.get(config.policy_loss)
     totals: dict[str, float] = {}
-    for rows, columns in microbatch_rows(batch.attention_mask, config.tokens_per_microbatch):
+    for rows, columns in _microbatches(batch, config):
         terms = _microbatch_loss(model, batch.take(rows, columns), normaliser, config, loss_fn, value_model)
         terms.total.backward()  # type: ignore[no-untyped-call]
         for name, value in terms.metrics.items():
-            totals[name] = totals.get(name, 0.0) + float(value.item())
+            combine = max if name == _GAP else _add
+            totals[name] = combine(totals.get(name, 0.0), float(value.item()))
     return totals
 
 
@@ -303,7 +328,10 @@ def policy_update(
     ``loss/policy``, ``loss/kl`` (KL in loss only), ``loss/value`` and ``train/value_clip_frac`` (critic only),
     ``loss/entropy`` (aggregated like the loss; the bonus subtracts ``entropy_coef`` times it),
     ``entropy/mean`` (token mean), ``train/clip_frac_high``, ``train/clip_frac_low``, ``train/dual_clip_frac``,
-    ``train/ppo_kl`` (token mean of old - new log-prob), ``train/grad_norm`` (pre-clip, mean over steps),
+    ``train/ppo_kl`` (token mean of old - new log-prob), ``train/old_logprob_max_abs_diff`` (max |old - new
+    log-prob| over the first optimizer step's response tokens, computed before any update: with old
+    log-probs taken from the rollout it is the generation/training mismatch, for free),
+    ``train/grad_norm`` (pre-clip, mean over steps),
     ``train/lr`` (LR used by this call), ``train/optimizer_steps``, ``train/skipped_steps`` (non-finite grad
     norm), ``train/empty_steps`` (mini-batch without response tokens), ``advantage/mean|std|min|max`` (over
     response tokens of valid rows), ``kl/ref_mean`` (token mean of the rollout policy's KL to the reference,
@@ -361,6 +389,9 @@ def _summarise(outcomes: list[_StepOutcome]) -> dict[str, float]:
     """Mean of each metric over steps that ran (skipped ones included: their NaN loss is the signal)."""
     ran = [o for o in outcomes if o.status != "empty"]
     metrics = {name: sum(o.metrics[name] for o in ran) / len(ran) for name in ran[0].metrics} if ran else {}
+    metrics.pop(_GAP, None)
+    if outcomes and outcomes[0].status != "empty":  # before any update of this call
+        metrics[_GAP] = outcomes[0].metrics[_GAP]
     norms = [o.grad_norm for o in outcomes if o.status == "ok"]
     skipped = [o.grad_norm for o in outcomes if o.status == "skipped"]
     if norms:

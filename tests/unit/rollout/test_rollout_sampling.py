@@ -80,3 +80,26 @@ def test_temperature_scales_the_sampling_distribution_only() -> None:
     picked_second = out.tokens == 1
     assert out.sampling_logprobs[picked_second][0].item() == pytest.approx(math.log(1 / 3), abs=1e-5)
     assert out.logprobs[picked_second][0].item() == pytest.approx(math.log(0.2), abs=1e-5)
+
+
+@pytest.mark.parametrize("width", [1024, 1000])  # whole blocks, and zero-padded to whole blocks
+def test_two_level_inverse_cdf_matches_frequencies_and_skips_zeros(width: int) -> None:
+    weights = torch.zeros(width)
+    weights[255] = 1.0  # last entry of block 0
+    weights[256] = 2.0  # first entry of block 1
+    weights[width - 1] = 5.0  # the very last entry
+    weights[700] = 2.0
+    draws = inverse_cdf_sample(weights.expand(40000, width), torch.Generator().manual_seed(1)).squeeze(1)
+    counts = torch.bincount(draws, minlength=width)
+    assert set(torch.nonzero(counts).squeeze(1).tolist()) == {255, 256, 700, width - 1}
+    for index, weight in ((255, 1.0), (256, 2.0), (700, 2.0), (width - 1, 5.0)):
+        assert abs(int(counts[index]) / 40000 - weight / 10.0) < 0.012  # binomial std <= 0.0025
+
+
+def test_sampled_logprobs_equal_log_softmax_at_the_drawn_tokens() -> None:
+    logits = torch.randn(16, 2048, generator=torch.Generator().manual_seed(2)) * 3
+    out = sample_next_tokens(logits, SamplingParams(temperature=0.7), torch.Generator().manual_seed(4))
+    expected_model = torch.log_softmax(logits, dim=-1).gather(1, out.tokens[:, None]).squeeze(1)
+    expected_sampling = torch.log_softmax(logits / 0.7, dim=-1).gather(1, out.tokens[:, None]).squeeze(1)
+    torch.testing.assert_close(out.logprobs, expected_model, rtol=0, atol=1e-5)
+    torch.testing.assert_close(out.sampling_logprobs, expected_sampling, rtol=0, atol=1e-5)

@@ -268,3 +268,43 @@ def test_entropy_enters_autograd_only_when_asked(tiny_lm):
     )
     assert entropy_with_grad.requires_grad
     torch.testing.assert_close(entropy_with_grad.detach(), entropy, atol=1e-12, rtol=0)
+
+
+def test_microbatch_rows_keep_prompt_groups_together():
+    # Six rows, three groups of two interleaved (0,3), (1,4), (2,5); lengths 2..7 so a length sort mixes them.
+    mask = torch.zeros(6, 8, dtype=torch.long)
+    for row, length in enumerate([2, 3, 4, 5, 6, 7]):
+        mask[row, 8 - length :] = 1
+    groups = torch.tensor([0, 1, 2, 0, 1, 2])
+    by_length = microbatch_rows(mask, tokens_per_microbatch=16)
+    by_group = microbatch_rows(mask, tokens_per_microbatch=16, groups=groups)
+
+    def split_groups(parts):
+        return sum(len({int(groups[r]) for r in rows}) for rows, _ in parts)
+
+    assert sorted(r for rows, _ in by_group for r in rows.tolist()) == list(range(6))
+    assert split_groups(by_group) == 3  # each group in exactly one micro-batch
+    assert split_groups(by_length) > 3
+    for rows, columns in by_group:
+        assert len(rows) == 1 or len(rows) * (columns.stop - columns.start) <= 16
+
+
+def test_microbatch_rows_split_a_group_larger_than_the_budget():
+    mask = torch.ones(6, 4, dtype=torch.long)
+    parts = microbatch_rows(mask, tokens_per_microbatch=8, groups=torch.zeros(6, dtype=torch.long))
+    assert [rows.tolist() for rows, _ in parts] == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_old_logprob_gap_is_measured_on_the_first_step_before_any_update(tiny_lm, batch):
+    with torch.no_grad():
+        current, _ = compute_logprobs(
+            tiny_lm, batch.input_ids, batch.attention_mask, token_mask=batch.response_mask
+        )
+    old = current.clone()
+    old[2, 6] += 0.25  # a response token of row 2 (first mini-batch: rows 0-2)
+    old[5, 4] += 0.75  # row 5 is in the second mini-batch, after the first update
+    config = TrainerConfig(learning_rate=1e-2, optimizer_steps_per_epoch=2)
+    optimizer = build_optimizer(tiny_lm, config)
+    probe = dataclasses.replace(batch, old_logprobs=old, ref_logprobs=None)
+    metrics = policy_update(tiny_lm, optimizer, None, probe, config)
+    assert metrics["train/old_logprob_max_abs_diff"] == pytest.approx(0.25, abs=1e-9)
