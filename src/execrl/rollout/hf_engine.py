@@ -5,18 +5,25 @@ One ``generate`` call:
 1. **Prefill once per prompt.** All prompts are left-padded into one batch (attention mask zero on the pads,
    position ids counting real tokens only) and run through the model once, keeping only the last position's
    logits. ``model.generate(num_return_sequences=G)`` instead prefills every prompt G times.
-2. **Expand to the group.** The prompt KV cache and last logits are repeated ``samples_per_prompt`` times;
-   every row then draws its own first token from its own random stream position (no row copies another).
+2. **Share it with the group.** Every row draws its own first token from the prompt's last logits, from
+   its own random stream position (no row copies another). For Llama-shaped models (Llama, Mistral without
+   sliding window, Qwen2) the prompt's KV cache stays ONE copy per prompt and each decode step attends to
+   it with cascade attention (:mod:`execrl.rollout.shared_decode`); other models get the prompt cache
+   copied into each of the group's rows (``PreallocatedLayer.batch_repeat_interleave``) and decode through
+   their own forward (``shared_prompt_decode=False`` forces this generic path).
 3. **Decode** one token per step. Rows that hit EOS, a stop string or ``max_new_tokens`` stop being
-   sampled and recorded at once, and are removed from the batch and the KV cache
-   (:mod:`execrl.rollout.kv_cache`) in amortised batches (see ``_Rows``); the loop ends when no row is
-   left. The KV cache is preallocated, so a step writes one slot instead of re-copying the cache like
-   ``DynamicCache``'s ``torch.cat``. Sampling draws one uniform number per live row (inverse CDF) instead
-   of ``torch.multinomial``'s one exponential per vocabulary entry.
+   sampled and recorded at once, and are removed from the batch and the KV cache in amortised batches
+   (see ``_Rows``); the loop ends when no row is left. The KV caches are preallocated, so a step writes
+   one slot instead of re-copying the cache like ``DynamicCache``'s ``torch.cat``. Sampling draws one
+   uniform number per live row (two-level inverse CDF) instead of ``torch.multinomial``'s one exponential
+   per vocabulary entry.
 
 The engine samples from the live ``model`` object it was given, so after an optimizer step the next call is
 on-policy with no weight synchronisation. Reproducibility: the same model, prompts and ``SamplingParams``
 (including ``seed``) give the same tokens; a different batch composition gives different draws.
+
+Measured (``execrl bench rollout``, SmolLM2-135M, 8 prompts x 8 samples x 128 tokens, 2 CPU cores, float32):
+2.6x the tokens/s of ``model.generate(num_return_sequences=8)`` (1.8x with one-line prompts); see the README.
 
 Limits: CPU or single device, no continuous batching (a call returns when its slowest row finishes), no
 prefix sharing across different prompts, no speculative decoding. Models whose config declares sliding or
