@@ -222,8 +222,16 @@ class Critic(nn.Module):
         self.backbone = backbone
         self.head = ValueHead(hidden_size)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-        """[N, S] token ids -> [N, S] values (aligned as in ``ValueHead``)."""
-        hidden = forward_hidden(self.backbone, input_ids, attention_mask)  # [N, S, H]
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor, *, shared_context_of: Tensor | None = None
+    ) -> Tensor:
+        """[N, S] token ids -> [N, S] values (aligned as in ``ValueHead``).
+
+        ``shared_context_of`` (the [N, S] mask of the positions whose values are used): rows with the same
+        context before its first column compute that context once, as in ``forward_hidden``.
+        """
+        hidden = forward_hidden(
+            self.backbone, input_ids, attention_mask, shared_context_of=shared_context_of
+        )  # [N, S, H]
         values: Tensor = self.head(hidden.to(self.head.linear.weight.dtype))
         return values

@@ -270,7 +270,11 @@ def _microbatch_loss(
         metrics["loss/kl"] = kl.detach()
     if value_model is not None:
         assert mb.old_values is not None and mb.returns is not None
-        values = value_model(hidden) if hidden is not None else value_model(mb.input_ids, mb.attention_mask)
+        if hidden is not None:
+            values = value_model(hidden)
+        else:
+            context = mask if config.share_prompt_forward else None
+            values = value_model(mb.input_ids, mb.attention_mask, shared_context_of=context)
         per_token, clipped = clipped_value_loss(
             values, mb.old_values, mb.returns, clip_eps=config.value_clip_eps
         )

@@ -109,3 +109,15 @@ def test_shared_forward_in_no_grad_mode_matches() -> None:
         shared, _, _ = policy_forward(model, ids, attention, token_mask=response, share_prompt=True)
     torch.testing.assert_close(shared, plain, rtol=0, atol=1e-10)
     assert bool((plain != 0).any())
+
+
+def test_separate_critic_shares_the_context_too() -> None:
+    from execrl.trainer.logprobs import Critic
+
+    ids, attention, response = _batch()
+    critic = Critic(_model(), hidden_size=32).double()
+    with torch.no_grad():
+        plain = critic(ids, attention)
+        shared = critic(ids, attention, shared_context_of=response)
+    torch.testing.assert_close(shared, plain, rtol=0, atol=1e-10)
+    assert bool((plain[:, 1:] != 0).any())
