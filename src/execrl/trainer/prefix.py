@@ -17,8 +17,9 @@ share of the tokens and with ``samples_per_prompt``.
 
 Limits: the context is ``[0, c)`` with ``c`` the first column any row scores, so it only helps with the
 layout ``to_train_batch`` builds (prompts left-padded to one width, completions after them); rows whose
-context differs in any token or padding do not share. Models whose decoder does not take a KV cache in a
-training forward are not supported (``_can_share`` checks for Hugging Face's ``DynamicCache`` path).
+context differs in any token or padding do not share. Decoders that take no KV cache, and training forwards
+with activation checkpointing (Hugging Face layers then drop the cache), use the plain pass instead; a
+decoder that accepts a cache but leaves it unfilled raises rather than computing without the context.
 """
 
 from __future__ import annotations
@@ -79,6 +80,14 @@ def _cache_kwarg(decoder: nn.Module) -> str | None:
     return None
 
 
+def _checkpointing(decoder: nn.Module) -> bool:
+    """Whether a training forward will run with activation checkpointing, which makes Hugging Face layers
+    drop the KV cache (``GradientCheckpointingLayer``): the shared pass cannot be used then."""
+    if not (decoder.training and torch.is_grad_enabled()):
+        return False
+    return any(getattr(module, "gradient_checkpointing", False) for module in decoder.modules())
+
+
 def forward_shared(
     decoder: nn.Module, input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor, shared: SharedPrefix
 ) -> Tensor | None:
@@ -92,7 +101,7 @@ def forward_shared(
 
     kwarg = _cache_kwarg(decoder)
     config = getattr(decoder, "config", None)
-    if kwarg is None or config is None:
+    if kwarg is None or config is None or _checkpointing(decoder):
         return None
     loose: Any = decoder  # Hugging Face API, untyped for nn.Module
     c, reps = shared.width, shared.unique_rows
@@ -104,6 +113,11 @@ def forward_shared(
         use_cache=True,
         **{kwarg: cache},
     )
+    if cache.get_seq_length() != c:  # a decoder that skips its cache would silently drop the context
+        raise RuntimeError(
+            f"the decoder filled {cache.get_seq_length()} of {c} context positions of the KV cache in the "
+            "shared-prompt forward; set TrainerConfig.share_prompt_forward=False for this model"
+        )
     cache.batch_select_indices(shared.inverse)  # [U, ...] -> [N, ...] per layer, differentiable
     tail = loose(
         input_ids=input_ids[:, c:],

@@ -121,3 +121,14 @@ def test_separate_critic_shares_the_context_too() -> None:
         shared = critic(ids, attention, shared_context_of=response)
     torch.testing.assert_close(shared, plain, rtol=0, atol=1e-10)
     assert bool((plain[:, 1:] != 0).any())
+
+
+def test_activation_checkpointing_falls_back_to_the_plain_pass() -> None:
+    # Hugging Face layers drop the KV cache under activation checkpointing; sharing must not be attempted.
+    model = _model()
+    plain_logp, _, plain_grads = _logp_and_grads(model, share=False)
+    model.gradient_checkpointing_enable()
+    shared_logp, _, shared_grads = _logp_and_grads(model, share=True)
+    torch.testing.assert_close(shared_logp, plain_logp, rtol=0, atol=1e-10)
+    for shared, plain in zip(shared_grads, plain_grads, strict=True):
+        assert float((shared - plain).norm()) <= 1e-6 * max(float(plain.norm()), 1e-3)
