@@ -33,7 +33,9 @@ class RunSection(_Section):
     seed: int = 0
     total_steps: int = Field(12, ge=1)
     max_wall_time_s: float = Field(
-        11 * 60, gt=0, description="stop training (base eval included) past this budget; the final eval still runs"
+        11 * 60,
+        gt=0,
+        description="stop training (base eval included) past this budget; the final eval still runs",
     )
     inject_nan_loss_at_step: int | None = Field(
         None, ge=0, description="fault injection for testing alarms: that step's loss becomes NaN"
@@ -64,7 +66,9 @@ class TaskSection(_Section):
 
 
 class RolloutSection(_Section):
-    engine: str = "hf"
+    engine: str = Field(
+        "hf", description="hf (shared-prompt decoding where supported) | hf-generic | <yours>"
+    )
     prompts_per_step: int = Field(4, ge=1)
     samples_per_prompt: int = Field(8, ge=2, description=">= 2 for group-relative advantages")
     max_new_tokens: int = Field(96, ge=1)
@@ -106,6 +110,10 @@ class OptimSection(_Section):
     max_grad_norm: float = Field(1.0, gt=0)
     ppo_epochs: int = Field(1, ge=1)
     tokens_per_microbatch: int = Field(4096, ge=16)
+    share_prompt_forward: bool = Field(
+        True,
+        description="compute each prompt once per micro-batch in the update (exact; execrl.trainer.prefix)",
+    )
 
 
 class RewardSection(_Section):

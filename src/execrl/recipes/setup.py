@@ -174,6 +174,7 @@ def trainer_config(config: TrainConfig) -> TrainerConfig:
         max_grad_norm=opt.max_grad_norm,
         ppo_epochs=opt.ppo_epochs,
         tokens_per_microbatch=opt.tokens_per_microbatch,
+        share_prompt_forward=opt.share_prompt_forward,
         policy_loss=alg.policy_loss,
         clip_eps_low=alg.clip_eps_low,
         clip_eps_high=alg.clip_eps_high,

@@ -1,7 +1,9 @@
 """The rollout ``Engine`` interface and the registry of engine backends.
 
 An engine turns prompt token ids and :class:`SamplingParams` into a :class:`RolloutBatch`. Built in: ``"hf"``,
-the CPU reference (:class:`execrl.rollout.hf_engine.HFEngine`). Other backends (a vLLM server, say) register a
+the CPU reference (:class:`execrl.rollout.hf_engine.HFEngine`, shared-prompt decoding where the model allows
+it), and ``"hf-generic"``, the same engine forced onto the model's own forward with a per-row prompt cache
+(for models the shared decoder does not cover exactly, or to compare the two). Other backends (a vLLM server, say) register a
 factory under a new name with :func:`register_engine`; heavy backends must import their library inside the
 factory, so that choosing ``"hf"`` never imports them.
 """
@@ -70,3 +72,10 @@ def _hf_engine(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> En
     from execrl.rollout.hf_engine import HFEngine
 
     return HFEngine(model, tokenizer)
+
+
+@register_engine("hf-generic")
+def _hf_generic_engine(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Engine:
+    from execrl.rollout.hf_engine import HFEngine
+
+    return HFEngine(model, tokenizer, shared_prompt_decode=False)

@@ -261,7 +261,11 @@ def test_bad_prompts_are_rejected(
 
 def test_engine_registry(flat_model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
     assert isinstance(create_engine("hf", model=flat_model, tokenizer=tokenizer), HFEngine)
-    with pytest.raises(ValueError, match=r"unknown rollout engine 'nope'; known engines: \['hf'"):
+    generic = create_engine("hf-generic", model=flat_model, tokenizer=tokenizer)
+    assert isinstance(generic, HFEngine) and generic.shared_prompt_decode is False
+    with pytest.raises(
+        ValueError, match=r"unknown rollout engine 'nope'; known engines: \['hf', 'hf-generic'"
+    ):
         create_engine("nope", model=flat_model, tokenizer=tokenizer)
     with pytest.raises(ValueError, match="rollout engine 'vllm' is not available"):
         create_engine("vllm", model=flat_model, tokenizer=tokenizer)
