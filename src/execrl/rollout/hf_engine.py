@@ -66,7 +66,6 @@ class _Rows:
 
     ids: torch.Tensor  # [A] int64, row index into the output
     alive: torch.Tensor  # [A] bool, not finished yet
-    attention_mask: torch.Tensor  # [A, Lp + max_new_tokens] int64, prompt mask then ones
     next_position: torch.Tensor  # [A] int64, position id of the first completion token
     decoder: _Decoder
 
@@ -78,19 +77,17 @@ class _Rows:
         index = self.alive.nonzero().squeeze(1)  # [A'] positions inside the current batch
         self.ids = self.ids[index]
         self.alive = self.alive[index]
-        self.attention_mask = self.attention_mask[index]
         self.next_position = self.next_position[index]
         self.decoder.select_rows(index)
         return tokens[index]
 
 
 class _Decoder(Protocol):
-    """One decode step for the live rows, and removal of finished rows (the two decode paths)."""
+    """One decode step for the live rows, and removal of finished rows: ``_GenericDecoder`` or
+    :class:`~execrl.rollout.shared_decode.SharedPromptDecoder`."""
 
-    def step(
-        self, tokens: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor
-    ) -> torch.Tensor:
-        """``tokens`` [A], ``attention_mask`` [A, L] (prompt + completion so far), ``positions`` [A] -> [A, V]."""
+    def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """``tokens`` [A] and their ``positions`` [A] -> next-token logits [A, V]."""
         ...
 
     def select_rows(self, index: torch.Tensor) -> None: ...
@@ -102,29 +99,17 @@ class _GenericDecoder:
 
     engine: HFEngine
     cache: Cache
+    attention_mask: torch.Tensor  # [A, Lp + max_new_tokens] int64, prompt mask then ones
+    filled: int  # cache positions written so far (prompt width, then one more per step)
 
-    def step(
-        self, tokens: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor
-    ) -> torch.Tensor:
-        return self.engine._forward(tokens[:, None], attention_mask, positions[:, None], self.cache)
+    def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        self.filled += 1
+        mask = self.attention_mask[:, : self.filled]
+        return self.engine._forward(tokens[:, None], mask, positions[:, None], self.cache)
 
     def select_rows(self, index: torch.Tensor) -> None:
         self.cache.batch_select_indices(index)
-
-
-@dataclass
-class _SharedDecoder:
-    """Llama-shaped models: one prompt cache per group (:mod:`execrl.rollout.shared_decode`)."""
-
-    inner: SharedPromptDecoder
-
-    def step(
-        self, tokens: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor
-    ) -> torch.Tensor:
-        return self.inner.step(tokens, positions)
-
-    def select_rows(self, index: torch.Tensor) -> None:
-        self.inner.select_rows(index)
+        self.attention_mask = self.attention_mask[index]
 
 
 @dataclass
@@ -222,26 +207,22 @@ class HFEngine:
         decoder: _Decoder
         if self.shared_prompt_decode:
             layers: list[PreallocatedLayer] = cache.layers  # type: ignore[assignment]
-            decoder = _SharedDecoder(
-                SharedPromptDecoder(
-                    self.model,
-                    [layer.keys for layer in layers],
-                    [layer.values for layer in layers],
-                    attention_mask,
-                    group,
-                    params.max_new_tokens,
-                )
+            decoder = SharedPromptDecoder(
+                self.model,
+                [layer.keys for layer in layers],
+                [layer.values for layer in layers],
+                attention_mask,
+                group,
+                params.max_new_tokens,
             )
         else:
             cache.batch_repeat_interleave(group)
-            decoder = _GenericDecoder(self, cache)
-        completion_mask = torch.ones((len(prompts), params.max_new_tokens), dtype=torch.long)
+            completion_mask = torch.ones((len(prompts), params.max_new_tokens), dtype=torch.long)
+            full_mask = torch.cat([attention_mask, completion_mask], dim=1).repeat_interleave(group, dim=0)
+            decoder = _GenericDecoder(self, cache, full_mask, filled=input_ids.shape[1])
         rows = _Rows(
             ids=torch.arange(len(prompts) * group),
             alive=torch.ones(len(prompts) * group, dtype=torch.bool),
-            attention_mask=torch.cat([attention_mask, completion_mask], dim=1).repeat_interleave(
-                group, dim=0
-            ),
             next_position=attention_mask.sum(dim=1).repeat_interleave(group),
             decoder=decoder,
         )
@@ -256,7 +237,6 @@ class HFEngine:
         out: _Outputs,
     ) -> int:
         """Sample until every row is finished; returns the number of decode steps taken."""
-        prompt_width = rows.attention_mask.shape[1] - params.max_new_tokens
         stop_ids = torch.tensor(
             sorted(set(self.eos_token_ids) | set(params.stop_token_ids)), dtype=torch.long
         )
@@ -272,8 +252,7 @@ class HFEngine:
             if step + 1 == params.max_new_tokens or not bool(rows.alive.any()):
                 return step + 1
             tokens = rows.drop_dead_if_worth_it(tokens)
-            mask = rows.attention_mask[:, : prompt_width + step + 1]
-            logits = rows.decoder.step(tokens, mask, rows.next_position + step)
+            logits = rows.decoder.step(tokens, rows.next_position + step)
         return params.max_new_tokens
 
     def _record(

@@ -3,16 +3,17 @@
 After one prefill per prompt, the prompt's keys/values are needed by every sample of its group at every
 step. ``PreallocatedLayer.batch_repeat_interleave`` (the generic path) copies them ``samples_per_prompt``
 times, and transformers' attention then also expands the grouped-query heads (``repeat_kv``) for every row
-on every step. Here the prompt cache stays ``[P, kv_heads, Lp, head_dim]`` and each step splits attention in
-two exact parts, merged with the log-sum-exp rule (Juravsky et al., "Hydragen: High-Throughput LLM Inference
-with Shared Prefixes", 2024; FlashInfer's cascade attention):
+on every step. Here the prompt cache stays ``[P, kv_heads, Lp, head_dim]`` and each step scores the keys in
+two parts and normalises them with one softmax over both (the shared-prefix decomposition of Juravsky et
+al., "Hydragen: High-Throughput LLM Inference with Shared Prefixes", 2024; FlashInfer's cascade attention):
 
 - prompt part: the queries of a prompt's G samples (and all query heads of a kv head) form one matrix,
   ``[P, kv_heads, G * heads_per_kv, d] @ [P, kv_heads, d, Lp]``: a few larger matmuls instead of many tiny ones;
 - completion part: each row against its own generated keys ``[A, kv_heads, t, d]``, no mask needed.
 
-Everything else (norms, projections, MLP, rotary tables) calls the model's own modules, so the numerics are
-the model's; the split softmax differs from one softmax only by float rounding (tests check greedy output
+Everything else (norms, projections, MLP, rotary tables and the model family's own
+``apply_rotary_pos_emb``) calls the model's code, so the numerics are the model's; the split scoring differs
+from transformers' attention only by float rounding (tests check greedy output
 equals ``model.generate`` and log-probs match a teacher-forced pass).
 
 Measured (``execrl bench rollout``: SmolLM2-135M, float32, 8 prompts of 119-204 tokens x 8 samples x 128
@@ -29,6 +30,8 @@ waste next to the matmuls).
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -62,7 +65,15 @@ def supports_shared_decode(model: nn.Module) -> bool:
         attention = layer.self_attn
         if not all(hasattr(attention, name) for name in _ATTENTION_PARTS) or hasattr(attention, "q_norm"):
             return False
+        if _rotary_function(attention) is None:
+            return False
     return True
+
+
+def _rotary_function(attention: nn.Module) -> Callable[..., tuple[Tensor, Tensor]] | None:
+    """The ``apply_rotary_pos_emb`` of the module that defines the attention class (the model family's own)."""
+    function = getattr(sys.modules.get(type(attention).__module__), "apply_rotary_pos_emb", None)
+    return function if callable(function) else None
 
 
 class SharedPromptDecoder:
@@ -82,6 +93,10 @@ class SharedPromptDecoder:
         max_new_tokens: int,
     ) -> None:
         self.model: Any = model
+        rotary = _rotary_function(self.model.model.layers[0].self_attn)
+        if rotary is None:
+            raise ValueError(f"{type(model).__name__} is not supported; check supports_shared_decode() first")
+        self.apply_rotary = rotary
         config = self.model.config
         self.heads = int(config.num_attention_heads)
         self.kv_heads = int(config.num_key_value_heads)
@@ -129,9 +144,12 @@ class SharedPromptDecoder:
         laid out per row, concatenated with the row's own scores, normalised together, then split again.
         """
         rows, d, rep = x.shape[0], self.head_dim, self.heads // self.kv_heads
-        q = _rotate(module.q_proj(x).view(rows, self.heads, d), cos, sin)  # [A, H, d]
-        k = _rotate(module.k_proj(x).view(rows, self.kv_heads, d), cos, sin)  # [A, KV, d]
-        self.keys[i][:, :, self.length] = k
+        q = (
+            module.q_proj(x).view(rows, 1, self.heads, d).transpose(1, 2)
+        )  # [A, H, 1, d], transformers' layout
+        k = module.k_proj(x).view(rows, 1, self.kv_heads, d).transpose(1, 2)  # [A, KV, 1, d]
+        q, k = self.apply_rotary(q, k, cos, sin)
+        self.keys[i][:, :, self.length] = k[:, :, 0]
         self.values[i][:, :, self.length] = module.v_proj(x).view(rows, self.kv_heads, d)
         q = q.view(rows, self.kv_heads, rep, d).mul_(module.scaling)  # query heads under their kv head
         own = slice(0, self.length + 1)
@@ -146,10 +164,9 @@ class SharedPromptDecoder:
 
     def _prompt_scores(self, i: int, q: Tensor) -> Tensor:
         """Scores of every live row's (scaled) queries [A, KV, rep, d] against its prompt: [A, KV, rep, Lp]."""
-        rows, kv, rep, d = q.shape
         grouped = self._to_groups(q)  # [P, KV, G * rep, d]
         scores = torch.matmul(grouped, self.prompt_keys[i].transpose(-1, -2)).add_(self.prompt_bias)
-        return self._to_rows(scores, rows)
+        return self._to_rows(scores, q.shape[0])
 
     def _prompt_values(self, i: int, weights: Tensor) -> Tensor:
         """Weighted sum of the prompt values: ``weights`` [A, KV, rep, Lp] -> [A, KV, rep, d]."""
@@ -175,10 +192,3 @@ class SharedPromptDecoder:
         per_slot = per_prompt.view(self.prompts, kv, self.group, rep, width).transpose(1, 2)
         per_slot = per_slot.reshape(slots, kv, rep, width)
         return per_slot if rows == slots else per_slot[self.slots]
-
-
-def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotary embedding (rotate-half convention, as Llama): ``x`` [A, heads, d], ``cos``/``sin`` [A, 1, d]."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rotated * sin
