@@ -5,7 +5,7 @@ count: rollouts vary in length by 10x, and a fixed row count either wastes memor
 of it on long ones. Rows are packed in order of their length (stable sort, so deterministic), which keeps
 similar lengths together and padding low. Sequences are never split across micro-batches.
 
-With ``groups`` (rows sharing a prompt, see :func:`execrl.trainer.prefix.prefix_groups`), rows are packed
+With ``groups`` (rows sharing a prompt, see :func:`execrl.trainer.prefix.find_shared_prefix`), rows are packed
 group by group instead (groups in order of their longest row, rows by length inside a group), so a group
 lands in as few micro-batches as possible and its prompt is computed once per micro-batch, not once per row.
 """
@@ -39,17 +39,17 @@ def microbatch_rows(
     last = torch.where(present, columns, -1).amax(dim=-1).clamp(min=0)
     last = torch.maximum(last, first)  # all-padding rows: a one-column span
     first_list, last_list = first.tolist(), last.tolist()
-    units: list[list[int]] = []
+    units: list[tuple[list[int], int, int]] = []  # (rows, first column, last column)
     for unit in _packing_units(last - first, groups):
-        width = max(last_list[r] for r in unit) - min(first_list[r] for r in unit) + 1
-        fits = len(unit) * width <= tokens_per_microbatch
-        units.extend([unit] if fits or len(unit) == 1 else [[row] for row in unit])
+        unit_lo, unit_hi = min(first_list[r] for r in unit), max(last_list[r] for r in unit)
+        if len(unit) == 1 or len(unit) * (unit_hi - unit_lo + 1) <= tokens_per_microbatch:
+            units.append((unit, unit_lo, unit_hi))
+        else:  # a group larger than the budget: its rows, in order
+            units.extend(([row], first_list[row], last_list[row]) for row in unit)
     parts: list[tuple[Tensor, slice]] = []
     current: list[int] = []
     lo = hi = 0
-    for unit in units:
-        unit_lo = min(first_list[r] for r in unit)
-        unit_hi = max(last_list[r] for r in unit)
+    for unit, unit_lo, unit_hi in units:
         new_lo, new_hi = (min(lo, unit_lo), max(hi, unit_hi)) if current else (unit_lo, unit_hi)
         if current and (len(current) + len(unit)) * (new_hi - new_lo + 1) > tokens_per_microbatch:
             parts.append((torch.tensor(current, dtype=torch.long), slice(lo, hi + 1)))
@@ -73,5 +73,4 @@ def _packing_units(span: Tensor, groups: Tensor | None) -> list[list[int]]:
     members: dict[int, list[int]] = {}
     for row in torch.argsort(span, stable=True).tolist():
         members.setdefault(int(groups[row]), []).append(row)
-    ordered = sorted(members.values(), key=lambda rows: (int(span[rows[-1]]), rows[0]))
-    return ordered
+    return sorted(members.values(), key=lambda rows: (int(span[rows[-1]]), rows[0]))

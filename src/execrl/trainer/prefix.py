@@ -65,12 +65,6 @@ def find_shared_prefix(input_ids: Tensor, attention_mask: Tensor, token_mask: Te
     return SharedPrefix(width=width, unique_rows=first, inverse=inverse)
 
 
-def prefix_groups(input_ids: Tensor, attention_mask: Tensor, token_mask: Tensor) -> Tensor | None:
-    """[N] context id per row (rows with equal ids share a context), for keeping groups in one micro-batch."""
-    shared = find_shared_prefix(input_ids, attention_mask, token_mask)
-    return None if shared is None else shared.inverse
-
-
 def _cache_kwarg(decoder: nn.Module) -> str | None:
     """The decoder's KV-cache argument name (transformers 5 renamed ``past_key_values`` to ``cache``)."""
     parameters = inspect.signature(decoder.forward).parameters

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +39,7 @@ from execrl.trainer.losses import (
     loss_normaliser,
     masked_mean,
 )
-from execrl.trainer.prefix import prefix_groups
+from execrl.trainer.prefix import find_shared_prefix
 
 
 @dataclass(frozen=True)
@@ -167,11 +168,12 @@ def _batched_logprobs(model: nn.Module, batch: TrainBatch, config: TrainerConfig
 
 def _microbatches(batch: TrainBatch, config: TrainerConfig) -> list[tuple[Tensor, slice]]:
     """Token-budget micro-batches; rows sharing a prompt are kept together when prompts are shared."""
-    groups = (
-        prefix_groups(batch.input_ids, batch.attention_mask, batch.response_mask)
+    shared = (
+        find_shared_prefix(batch.input_ids, batch.attention_mask, batch.response_mask)
         if config.share_prompt_forward
         else None
     )
+    groups = None if shared is None else shared.inverse  # [N] context id per row
     return microbatch_rows(batch.attention_mask, config.tokens_per_microbatch, groups=groups)
 
 
@@ -212,10 +214,6 @@ def prepare_batch(
 _GAP = "train/old_logprob_max_abs_diff"  # a max over micro-batches, not a sum
 
 
-def _add(a: float, b: float) -> float:
-    return a + b
-
-
 @dataclass(frozen=True)
 class _MicroTerms:
     total: Tensor  # scalar with grad
@@ -250,6 +248,7 @@ def _microbatch_loss(
         )
 
     out = loss_fn(logp, mb.old_logprobs, mb.advantages, mask, config)
+    old_minus_new = (mb.old_logprobs - logp).detach()  # [B, T]
     policy = aggregate(out.loss)
     entropy_term = aggregate(entropy)
     total = policy - config.entropy_coef * entropy_term
@@ -260,8 +259,8 @@ def _microbatch_loss(
         "train/clip_frac_high": aggregate(out.clipped_high.to(logp.dtype), "token-mean"),
         "train/clip_frac_low": aggregate(out.clipped_low.to(logp.dtype), "token-mean"),
         "train/dual_clip_frac": aggregate(out.dual_clipped.to(logp.dtype), "token-mean"),
-        "train/ppo_kl": aggregate((mb.old_logprobs - logp).detach(), "token-mean"),
-        _GAP: ((mb.old_logprobs - logp).detach().abs() * mask).amax() if mask.any() else logp.new_zeros(()),
+        "train/ppo_kl": aggregate(old_minus_new, "token-mean"),
+        _GAP: torch.where(mask, old_minus_new.abs(), 0.0).amax(),
     }
     if needs_reference(config) and not config.kl_in_reward:
         assert mb.ref_logprobs is not None
@@ -304,7 +303,7 @@ def accumulate_gradients(
         terms = _microbatch_loss(model, batch.take(rows, columns), normaliser, config, loss_fn, value_model)
         terms.total.backward()  # type: ignore[no-untyped-call]
         for name, value in terms.metrics.items():
-            combine = max if name == _GAP else _add
+            combine = max if name == _GAP else operator.add
             totals[name] = combine(totals.get(name, 0.0), float(value.item()))
     return totals
 
