@@ -32,7 +32,6 @@ non-full attention layers fall back to transformers' ``DynamicCache``.
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -43,7 +42,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import Cache, DynamicCache
 
-from execrl.rollout.kv_cache import PreallocatedLayer, preallocated_cache
+from execrl.rollout.kv_cache import PreallocatedLayer, cache_argument_name, preallocated_cache
 from execrl.rollout.sampling import SampledTokens, sample_next_tokens
 from execrl.rollout.shared_decode import SharedPromptDecoder, supports_shared_decode
 from execrl.rollout.types import FinishReason, RolloutBatch, RolloutStats, SamplingParams
@@ -165,9 +164,7 @@ class HFEngine:
         self.eos_token_ids = resolve_eos_token_ids(model, tokenizer)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_ids[0]
         self.pad_token_id = int(pad)
-        self._cache_kwarg = (
-            "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        )
+        self._cache_kwarg = cache_argument_name(model) or "past_key_values"
 
     def generate(self, prompt_token_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
         """Sample ``params.samples_per_prompt`` completions for each prompt (token id lists)."""

@@ -19,10 +19,19 @@ raises.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
-__all__ = ["PreallocatedLayer", "preallocated_cache"]
+__all__ = ["PreallocatedLayer", "cache_argument_name", "preallocated_cache"]
+
+
+def cache_argument_name(module: torch.nn.Module) -> str | None:
+    """The name under which ``module.forward`` takes a KV cache: ``cache`` (transformers >= 5 layers and
+    models), ``past_key_values`` (older ones), or None if it takes neither."""
+    parameters = inspect.signature(module.forward).parameters
+    return next((name for name in ("cache", "past_key_values") if name in parameters), None)
 
 
 class PreallocatedLayer(DynamicLayer):  # type: ignore[no-untyped-call]

@@ -24,7 +24,6 @@ decoder that accepts a cache but leaves it unfilled raises rather than computing
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,15 +64,6 @@ def find_shared_prefix(input_ids: Tensor, attention_mask: Tensor, token_mask: Te
     return SharedPrefix(width=width, unique_rows=first, inverse=inverse)
 
 
-def _cache_kwarg(decoder: nn.Module) -> str | None:
-    """The decoder's KV-cache argument name (transformers 5 renamed ``past_key_values`` to ``cache``)."""
-    parameters = inspect.signature(decoder.forward).parameters
-    for name in ("cache", "past_key_values"):
-        if name in parameters:
-            return name
-    return None
-
-
 def _checkpointing(decoder: nn.Module) -> bool:
     """Whether a training forward will run with activation checkpointing, which makes Hugging Face layers
     drop the KV cache (``GradientCheckpointingLayer``): the shared pass cannot be used then."""
@@ -93,7 +83,9 @@ def forward_shared(
     """
     from transformers.cache_utils import DynamicCache
 
-    kwarg = _cache_kwarg(decoder)
+    from execrl.rollout.kv_cache import cache_argument_name
+
+    kwarg = cache_argument_name(decoder)
     config = getattr(decoder, "config", None)
     if kwarg is None or config is None or _checkpointing(decoder):
         return None
