@@ -18,7 +18,8 @@ Sampling is temperature 1 with no top-k / top-p on both sides (transformers' def
 Prompts (``--prompt-source``): by default the built-in training suites' own prompts with the chat template
 (about 200-250 tokens, what the main job sends), where prefilling each prompt once instead of once per
 sample matters; ``short`` uses eight one-line prompts (47-66 tokens), where decoding dominates and the
-two engines are closer (measured 1.81x there on the 2-core machine, vs the goal of 2x; 2.60x with the suites' prompts).
+two engines are closer (measured 1.81x there on the 2-core machine, vs the goal of 2x; 2.60x with the
+suites' prompts).
 """
 
 from __future__ import annotations

@@ -10,9 +10,10 @@ What one step is on each side:
 
 - execrl (the loop of ``recipes/grpo.py``, its ``update_from_rollout`` called as is): encode prompts,
   ``HFEngine`` group sampling (one prefill per prompt, its KV cache shared by the group, finished rows
-  dropped), sandbox scoring, GRPO advantages, then forward + backward + fused AdamW step, where each prompt's tokens run through the trunk once per micro-batch
-  (``execrl.trainer.prefix``). Old log-probs come from the engine (``--old-logprobs rollout``, default;
-  ``recompute`` adds a no-grad forward, which TRL skips in this setting).
+  dropped), sandbox scoring, GRPO advantages, then forward + backward + fused AdamW step, where each
+  prompt's tokens run through the trunk once per micro-batch (``execrl.trainer.prefix``). Old log-probs
+  come from the engine (``--old-logprobs rollout``, default; ``recompute`` adds a no-grad forward, which
+  TRL skips in this setting).
 - TRL: tokenise prompts, ``model.generate`` (each prompt prefilled once per sample), the same reward,
   advantages, forward + backward + step (old log-probs are ``per_token_logps.detach()`` with one iteration).
 

@@ -3,9 +3,9 @@
 An engine turns prompt token ids and :class:`SamplingParams` into a :class:`RolloutBatch`. Built in: ``"hf"``,
 the CPU reference (:class:`execrl.rollout.hf_engine.HFEngine`, shared-prompt decoding where the model allows
 it), and ``"hf-generic"``, the same engine forced onto the model's own forward with a per-row prompt cache
-(for models the shared decoder does not cover exactly, or to compare the two). Other backends (a vLLM server, say) register a
-factory under a new name with :func:`register_engine`; heavy backends must import their library inside the
-factory, so that choosing ``"hf"`` never imports them.
+(for models the shared decoder does not cover exactly, or to compare the two). Other backends (a vLLM
+server, say) register a factory under a new name with :func:`register_engine`; heavy backends must import
+their library inside the factory, so that choosing ``"hf"`` never imports them.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ equals ``model.generate`` and log-probs match a teacher-forced pass).
 
 Measured (``execrl bench rollout``: SmolLM2-135M, float32, 8 prompts of 119-204 tokens x 8 samples x 128
 tokens, 2 CPU cores): the ratio to ``model.generate`` went from 1.99x with the generic path to 2.49-2.61x
-(short one-line prompts: 1.66x to 1.81x). At 16 rows the two paths are within noise of each other: small batches are
-bound by the weight matmuls, not by attention.
+(short one-line prompts: 1.66x to 1.81x). At 16 rows the two paths are within noise of each other: small
+batches are bound by the weight matmuls, not by attention.
 
 Limits: Llama-shaped decoders only (``llama``, ``mistral``, ``qwen2`` with full attention: no sliding
 window, no q/k norms, no attention softcapping); ``supports_shared_decode`` says whether a model qualifies and
