@@ -8,7 +8,7 @@ than generating train and test separately) is what keeps ids stable and the two 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from execrl.tasks.schema import Split
@@ -60,6 +60,32 @@ def select(items: Sequence[T], limit: int, seed: int, *parts: object) -> list[tu
 
 def in_split(index: int, test_indices: frozenset[int], split: Split) -> bool:
     return (index in test_indices) == (split == "test")
+
+
+def split_pool(pool: Sequence[T], seed: int, split: Split, *parts: object) -> list[tuple[int, T]]:
+    """The ``(position, item)`` pairs of ``pool`` that belong to ``split`` (``held_out`` under ``parts``)."""
+    test_indices = held_out(len(pool), seed, *parts)
+    return [(position, item) for position, item in enumerate(pool) if in_split(position, test_indices, split)]
+
+
+def distinct_instances(
+    make: Callable[[random.Random], T],
+    rng: random.Random,
+    count: int,
+    *,
+    key: Callable[[T], str],
+    usable: Callable[[T], bool],
+) -> list[T]:
+    """``count`` draws of ``make(rng)`` with distinct ``key`` (the question text), skipping unusable ones
+    (e.g. a wrong answer that equals the right one). Draws stay in order, so ids are stable for a seed."""
+    instances: list[T] = []
+    seen: set[str] = set()
+    while len(instances) < count:
+        instance = make(rng)
+        if key(instance) not in seen and usable(instance):
+            seen.add(key(instance))
+            instances.append(instance)
+    return instances
 
 
 def task_id(suite: str, name: str, index: int) -> str:

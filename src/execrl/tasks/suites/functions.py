@@ -12,7 +12,7 @@ a base, a step set, or for one-off templates a whole function) never seen in tra
 from __future__ import annotations
 
 from execrl.tasks.schema import Task
-from execrl.tasks.suites._common import check_split, held_out, in_split
+from execrl.tasks.suites._common import check_split, split_pool
 from execrl.tasks.suites._fn_basics import BASIC_TEMPLATES
 from execrl.tasks.suites._fn_core import FunctionTemplate, Params, build_function_task
 from execrl.tasks.suites._fn_lists import LIST_TEMPLATES
@@ -52,8 +52,6 @@ def build(split: str = "train", seed: int = 0) -> list[Task]:
     chosen = check_split(split)
     tasks: list[Task] = []
     for family, pool in _pools().items():
-        test_indices = held_out(len(pool), seed, "functions", family)
-        for position, (template, index, params) in enumerate(pool):
-            if in_split(position, test_indices, chosen):
-                tasks.append(build_function_task(template, index, params, seed=seed, split=chosen))
+        for _, (template, index, params) in split_pool(pool, seed, chosen, "functions", family):
+            tasks.append(build_function_task(template, index, params, seed=seed, split=chosen))
     return tasks

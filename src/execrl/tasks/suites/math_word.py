@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from execrl.tasks.schema import MathSpec, Task, TaskMetadata
-from execrl.tasks.suites._common import check_split, held_out, in_split, rng_for, task_id
+from execrl.tasks.suites._common import check_split, distinct_instances, rng_for, split_pool, task_id
 from execrl.tasks.suites._gen import NAMES
 
 INSTANCES_PER_TEMPLATE = 26
@@ -247,16 +247,13 @@ def build(split: str = "train", seed: int = 0) -> list[Task]:
     chosen = check_split(split)
     tasks = []
     for name, (make, difficulty) in TEMPLATES.items():
-        rng = rng_for(seed, "math", name)
-        problems: list[Problem] = []
-        seen: set[str] = set()
-        while len(problems) < INSTANCES_PER_TEMPLATE:
-            problem = make(rng)
-            if problem.question not in seen and problem.wrong != problem.answer:
-                seen.add(problem.question)
-                problems.append(problem)
-        test_indices = held_out(len(problems), seed, "math", name)
-        for index, problem in enumerate(problems):
-            if in_split(index, test_indices, chosen):
-                tasks.append(_task(name, index, problem, difficulty, chosen))
+        problems = distinct_instances(
+            make,
+            rng_for(seed, "math", name),
+            INSTANCES_PER_TEMPLATE,
+            key=lambda p: p.question,
+            usable=lambda p: p.wrong != p.answer,
+        )
+        for index, problem in split_pool(problems, seed, chosen, "math", name):
+            tasks.append(_task(name, index, problem, difficulty, chosen))
     return tasks

@@ -14,7 +14,7 @@ The seed only decides which tasks are held out for ``test`` (the projects are ha
 from __future__ import annotations
 
 from execrl.tasks.schema import Task
-from execrl.tasks.suites._common import check_split, held_out, in_split
+from execrl.tasks.suites._common import check_split, split_pool
 from execrl.tasks.suites._repo_core import Project, Target, build_repo_task
 from execrl.tasks.suites._repo_projects_a import SHOP, TEXTSTATS
 from execrl.tasks.suites._repo_projects_b import GRADES, WAREHOUSE
@@ -44,10 +44,7 @@ def build(split: str = "train", seed: int = 0) -> list[Task]:
     Deterministic for ``seed``; ids like ``repository/shop/0003``.
     """
     chosen = check_split(split)
-    pool = _pool()
-    test_indices = held_out(len(pool), seed, "repository")
     return [
         build_repo_task(project, target, kind, index, split=chosen)
-        for position, (project, target, kind, index) in enumerate(pool)
-        if in_split(position, test_indices, chosen)
+        for _, (project, target, kind, index) in split_pool(_pool(), seed, chosen, "repository")
     ]

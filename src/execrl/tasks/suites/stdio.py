@@ -9,7 +9,7 @@ The split is per family over the parameter grids; the C++ tasks are split on the
 from __future__ import annotations
 
 from execrl.tasks.schema import Task
-from execrl.tasks.suites._common import check_split, held_out, in_split
+from execrl.tasks.suites._common import check_split, split_pool
 from execrl.tasks.suites._stdio_arrays import ARRAY_PROBLEMS
 from execrl.tasks.suites._stdio_core import Params, StdioProblem, build_stdio_task
 from execrl.tasks.suites._stdio_cpp import CPP_VARIANTS
@@ -44,17 +44,13 @@ def build(split: str = "train", seed: int = 0) -> list[Task]:
     chosen = check_split(split)
     tasks: list[Task] = []
     for family, pool in _pools().items():
-        test_indices = held_out(len(pool), seed, "stdio", family)
-        for position, (problem, index, params) in enumerate(pool):
-            if in_split(position, test_indices, chosen):
-                tasks.append(build_stdio_task(problem, index, params, seed=seed, split=chosen))
+        for _, (problem, index, params) in split_pool(pool, seed, chosen, "stdio", family):
+            tasks.append(build_stdio_task(problem, index, params, seed=seed, split=chosen))
     problems = _by_name()
-    cpp_test = held_out(len(CPP_VARIANTS), seed, "stdio", "cpp")
-    for position, variant in enumerate(CPP_VARIANTS):
-        if in_split(position, cpp_test, chosen):
-            problem = problems[variant.problem]
-            params = problem.grid[variant.grid_index]
-            tasks.append(
-                build_stdio_task(problem, variant.grid_index, params, seed=seed, split=chosen, cpp=variant)
-            )
+    for _, variant in split_pool(CPP_VARIANTS, seed, chosen, "stdio", "cpp"):
+        problem = problems[variant.problem]
+        params = problem.grid[variant.grid_index]
+        tasks.append(
+            build_stdio_task(problem, variant.grid_index, params, seed=seed, split=chosen, cpp=variant)
+        )
     return tasks

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from execrl.tasks.schema import StructuredSpec, Task, TaskMetadata
-from execrl.tasks.suites._common import check_split, fence, held_out, in_split, rng_for, task_id
+from execrl.tasks.suites._common import (
+    check_split,
+    distinct_instances,
+    fence,
+    rng_for,
+    split_pool,
+    task_id,
+)
 from execrl.tasks.suites._gen import CITIES, NAMES, WORDS
 
 INSTANCES_PER_TEMPLATE = 15
@@ -248,16 +255,13 @@ def build(split: str = "train", seed: int = 0) -> list[Task]:
     chosen = check_split(split)
     tasks = []
     for name, (make, difficulty) in TEMPLATES.items():
-        rng = rng_for(seed, "structured", name)
-        instances: list[Instance] = []
-        seen: set[str] = set()
-        while len(instances) < INSTANCES_PER_TEMPLATE:
-            inst = make(rng)
-            if inst.instruction not in seen and inst.wrong != inst.answer:
-                seen.add(inst.instruction)
-                instances.append(inst)
-        test_indices = held_out(len(instances), seed, "structured", name)
-        for index, inst in enumerate(instances):
-            if in_split(index, test_indices, chosen):
-                tasks.append(_task(name, index, inst, difficulty, chosen))
+        instances = distinct_instances(
+            make,
+            rng_for(seed, "structured", name),
+            INSTANCES_PER_TEMPLATE,
+            key=lambda inst: inst.instruction,
+            usable=lambda inst: inst.wrong != inst.answer,
+        )
+        for index, inst in split_pool(instances, seed, chosen, "structured", name):
+            tasks.append(_task(name, index, inst, difficulty, chosen))
     return tasks
