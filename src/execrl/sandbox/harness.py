@@ -280,6 +280,11 @@ class GroupState:
         self.line_limit = harness.max_output + (1 << 16)
 
     def feed(self, data: bytes) -> bool:
+        """Take ``data`` from ``C``'s pipe; False once a line broke the protocol. A broken group accepts
+        nothing after that: the kill is not instant, and records that arrive in a later read (a real
+        ``loaded``/test pair after garbage) must not be relayed as if nothing had happened."""
+        if self.violation:
+            return False
         self.buffer.extend(data)
         while b"\n" in self.buffer:
             line, _, rest = bytes(self.buffer).partition(b"\n")

@@ -7,7 +7,7 @@ several tests keep the forked child, so a death in one test does not take the ne
 from __future__ import annotations
 
 from execrl.sandbox import CallTest, CodeTest, ExecutionRequest, IOTest, Limits, Sandbox, Verdict
-from execrl.sandbox.harness import runs_inline
+from execrl.sandbox.harness import GroupState, runs_inline
 
 LIMITS = Limits(timeout_s=10.0, cpu_time_s=2.0, memory_mb=128, max_processes=16)
 
@@ -23,6 +23,31 @@ def test_only_one_python_function_or_assert_test_runs_inline() -> None:
     assert not runs_inline(True, "python", ["io"])
     assert not runs_inline(True, "python", ["call", "call"])
     assert not runs_inline(True, "python", [])
+
+
+class _Collect:
+    """Stands in for the harness: GroupState relays accepted test records through ``send``."""
+
+    max_output = 1 << 16
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, object]] = []
+
+    def send(self, record: dict[str, object]) -> None:
+        self.sent.append(record)
+
+
+def test_records_after_garbage_are_not_relayed_even_in_a_later_read() -> None:
+    """Regression: garbage and the real records used to count separately when they arrived in two reads
+    (the kill is not instant), so a program that wrote garbage could still be judged on its value."""
+    relay = _Collect()
+    group = GroupState(relay, [0])  # type: ignore[arg-type]
+    assert not group.feed(b"garbage\n") and group.violation
+    assert not group.feed(b'{"kind": "loaded"}\n{"i": 0, "status": "value", "value": "3"}\n')
+    assert relay.sent == [] and group.pending == [0]
+    clean = GroupState(relay, [0])  # type: ignore[arg-type]
+    assert clean.feed(b'{"kind": "loaded"}\n') and clean.feed(b'{"i": 0, "status": "ok"}\n')
+    assert [r["i"] for r in relay.sent] == [0] and clean.pending == []
 
 
 def test_an_inline_death_gets_the_exit_status_the_zygote_saw(sandbox: Sandbox) -> None:
