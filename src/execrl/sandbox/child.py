@@ -37,6 +37,14 @@ PRELUDE_FAILED = 121
 MESSAGE_CHARS = 2000
 
 
+def write_all(fd: int, data: bytes, write: Callable[[int, memoryview], int] = os.write) -> None:
+    """Write all of ``data`` to ``fd`` (``os.write`` may write less than asked to a pipe). ``write``: the
+    candidate process passes a reference to ``os.write`` taken before the program ran (``_Records``)."""
+    view = memoryview(data)
+    while view:
+        view = view[write(fd, view) :]
+
+
 def _prelude(
     keep: set[int],
     stdin_data: bytes,
@@ -50,9 +58,7 @@ def _prelude(
         os.setsid()
     if stdin_data:  # else stdin stays the harness's /dev/null, which reads as empty just the same
         memfd = os.memfd_create("stdin", 0)
-        view = memoryview(stdin_data)
-        while view:
-            view = view[os.write(memfd, view) :]
+        write_all(memfd, stdin_data)
         os.lseek(memfd, 0, os.SEEK_SET)
         os.dup2(memfd, 0)
         os.close(memfd)
@@ -135,9 +141,7 @@ class _Records:
         data = (self._dumps(record) + "\n").encode("utf-8", "replace")
         if len(data) > self.max_bytes:
             data = (self._dumps({**_small(record), "status": "too_large", "size": len(data)}) + "\n").encode()
-        view = memoryview(data)
-        while view:
-            view = view[self._write(self.fd, view) :]
+        write_all(self.fd, data, self._write)
 
 
 def _small(record: dict[str, Any]) -> dict[str, Any]:

@@ -102,9 +102,7 @@ class Harness:
 
     # -- reporting -------------------------------------------------------------------------------------
     def send(self, record: dict[str, Any]) -> None:
-        data = memoryview((json.dumps(record) + "\n").encode("utf-8", "replace"))
-        while data:
-            data = data[os.write(self.res_fd, data) :]
+        child.write_all(self.res_fd, (json.dumps(record) + "\n").encode("utf-8", "replace"))
 
     # -- running one child -----------------------------------------------------------------------------
     def fork(self, target: Callable[[], NoReturn]) -> int:
@@ -204,9 +202,7 @@ class Harness:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
             fd = os.open(path, flags, 0o644)
             try:
-                view = memoryview(content.encode("utf-8"))
-                while view:
-                    view = view[os.write(fd, view) :]
+                child.write_all(fd, content.encode("utf-8"))
             finally:
                 os.close(fd)
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from execrl.sandbox import harness
 from execrl.sandbox.cgroups import CgroupSlot
+from execrl.sandbox.child import write_all
 from execrl.sandbox.errors import InvalidRequestError, SandboxFailure
 from execrl.sandbox.languages import Language
 from execrl.sandbox.pool import Worker
@@ -91,12 +92,6 @@ def build_job(request: ExecutionRequest, language: Language) -> bytes:
         return json.dumps(job).encode("utf-8", "surrogatepass")
     except (TypeError, ValueError) as exc:
         raise InvalidRequestError(f"test arguments must be JSON values (call tests): {exc}") from exc
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 class _Lines:
@@ -199,7 +194,7 @@ class Driver:
             self.slot.reset()
         start = time.monotonic()
         try:
-            _write_all(self.worker.job_w, job)
+            write_all(self.worker.job_w, job)
         except BrokenPipeError as exc:
             raise SandboxFailure(f"worker {self.worker.pid} died before reading its job") from exc
         os.close(self.worker.job_w)

@@ -177,8 +177,3 @@ class PreparedFilter:
     def install(self) -> None:
         """Install on the calling thread (and every child it forks). Needs NO_NEW_PRIVS first."""
         linux.prctl(linux.PR_SET_SECCOMP, linux.SECCOMP_MODE_FILTER, self.address)
-
-
-def install_filter(program: bytes) -> None:
-    """Install ``program`` on the calling thread (and every child it forks). Needs NO_NEW_PRIVS first."""
-    PreparedFilter(program).install()

@@ -75,7 +75,7 @@ _READY = {w: (json.dumps({"kind": "ready", "workdir": w}) + "\n").encode() for w
 
 def _reap(sock: socket.socket | None, block: bool = False) -> None:
     """Reap finished processes; for a worker's pid 1, tell the parent how it ended (``exited``): when the
-    candidate runs in pid 1 itself (``harness.inline_group``) this is the only trustworthy account."""
+    candidate runs in pid 1 itself (``harness.runs_inline``) this is the only trustworthy account."""
     while True:
         try:
             pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
