@@ -8,10 +8,10 @@ than generating train and test separately) is what keeps ids stable and the two 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from execrl.tasks.schema import Split
+from execrl.tasks.schema import Split, Task
 
 T = TypeVar("T")
 
@@ -86,6 +86,29 @@ def distinct_instances(
             seen.add(key(instance))
             instances.append(instance)
     return instances
+
+
+def template_tasks(
+    suite: str,
+    templates: Mapping[str, tuple[Callable[[random.Random], T], int]],
+    split: str,
+    seed: int,
+    per_template: int,
+    *,
+    key: Callable[[T], str],
+    usable: Callable[[T], bool],
+    build_task: Callable[[str, int, T, int, Split], Task],
+) -> list[Task]:
+    """The ``split`` of a suite made of random templates (``name -> (make, difficulty)``): per template,
+    ``per_template`` distinct usable instances drawn from its own seeded stream, held out by
+    ``split_pool``, each turned into a task by ``build_task(name, index, instance, difficulty, split)``."""
+    chosen = check_split(split)
+    tasks = []
+    for name, (make, difficulty) in templates.items():
+        pool = distinct_instances(make, rng_for(seed, suite, name), per_template, key=key, usable=usable)
+        for index, instance in split_pool(pool, seed, chosen, suite, name):
+            tasks.append(build_task(name, index, instance, difficulty, chosen))
+    return tasks
 
 
 def task_id(suite: str, name: str, index: int) -> str:

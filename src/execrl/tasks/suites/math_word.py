@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from execrl.tasks.schema import MathSpec, Task, TaskMetadata
-from execrl.tasks.suites._common import check_split, distinct_instances, rng_for, split_pool, task_id
+from execrl.tasks.suites._common import check_split, task_id, template_tasks
 from execrl.tasks.suites._gen import NAMES
 
 INSTANCES_PER_TEMPLATE = 26
@@ -244,16 +244,13 @@ def build(split: str = "train", seed: int = 0) -> list[Task]:
 
     Deterministic for ``seed``; ids like ``math/percent_off/0012``.
     """
-    chosen = check_split(split)
-    tasks = []
-    for name, (make, difficulty) in TEMPLATES.items():
-        problems = distinct_instances(
-            make,
-            rng_for(seed, "math", name),
-            INSTANCES_PER_TEMPLATE,
-            key=lambda p: p.question,
-            usable=lambda p: p.wrong != p.answer,
-        )
-        for index, problem in split_pool(problems, seed, chosen, "math", name):
-            tasks.append(_task(name, index, problem, difficulty, chosen))
-    return tasks
+    return template_tasks(
+        "math",
+        TEMPLATES,
+        split,
+        seed,
+        INSTANCES_PER_TEMPLATE,
+        key=lambda p: p.question,
+        usable=lambda p: p.wrong != p.answer,
+        build_task=_task,
+    )

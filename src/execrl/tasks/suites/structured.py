@@ -16,14 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from execrl.tasks.schema import StructuredSpec, Task, TaskMetadata
-from execrl.tasks.suites._common import (
-    check_split,
-    distinct_instances,
-    fence,
-    rng_for,
-    split_pool,
-    task_id,
-)
+from execrl.tasks.suites._common import check_split, fence, task_id, template_tasks
 from execrl.tasks.suites._gen import CITIES, NAMES, WORDS
 
 INSTANCES_PER_TEMPLATE = 15
@@ -252,16 +245,13 @@ def build(split: str = "train", seed: int = 0) -> list[Task]:
 
     Deterministic for ``seed``; ids like ``structured/person/0004``.
     """
-    chosen = check_split(split)
-    tasks = []
-    for name, (make, difficulty) in TEMPLATES.items():
-        instances = distinct_instances(
-            make,
-            rng_for(seed, "structured", name),
-            INSTANCES_PER_TEMPLATE,
-            key=lambda inst: inst.instruction,
-            usable=lambda inst: inst.wrong != inst.answer,
-        )
-        for index, inst in split_pool(instances, seed, chosen, "structured", name):
-            tasks.append(_task(name, index, inst, difficulty, chosen))
-    return tasks
+    return template_tasks(
+        "structured",
+        TEMPLATES,
+        split,
+        seed,
+        INSTANCES_PER_TEMPLATE,
+        key=lambda inst: inst.instruction,
+        usable=lambda inst: inst.wrong != inst.answer,
+        build_task=_task,
+    )
