@@ -39,10 +39,6 @@ class ScoredGroups:
     rounds: int = 1  # sampling rounds spent (1 = no resampling)
     dropped_groups: int = 0  # zero-variance groups filtered out
 
-    @property
-    def row_tasks(self) -> list[Task]:
-        return [self.tasks[g] for g in self.rollout.group_index.tolist()]
-
 
 SampleFn = Callable[[list[Task], int], tuple[RolloutBatch, list[Score]]]  # (tasks, round) -> rollout, scores
 

@@ -144,9 +144,7 @@ class SharedPromptDecoder:
         laid out per row, concatenated with the row's own scores, normalised together, then split again.
         """
         rows, d, rep = x.shape[0], self.head_dim, self.heads // self.kv_heads
-        q = (
-            module.q_proj(x).view(rows, 1, self.heads, d).transpose(1, 2)
-        )  # [A, H, 1, d], transformers' layout
+        q = module.q_proj(x).view(rows, 1, self.heads, d).transpose(1, 2)  # [A, H, 1, d] as transformers
         k = module.k_proj(x).view(rows, 1, self.kv_heads, d).transpose(1, 2)  # [A, KV, 1, d]
         q, k = self.apply_rotary(q, k, cos, sin)
         self.keys[i][:, :, self.length] = k[:, :, 0]

@@ -81,6 +81,7 @@ def forward_shared(
     are then re-indexed to the ``N`` rows (``batch_select_indices``), and the rest of each row runs on top
     of it with the full ``[N, S]`` attention mask, so padding in the context stays masked.
     """
+    # Imported here: the trainer itself takes any nn.Module and imports no transformers at module level.
     from transformers.cache_utils import DynamicCache
 
     from execrl.rollout.kv_cache import cache_argument_name
