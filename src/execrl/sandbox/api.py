@@ -21,7 +21,7 @@ from execrl.sandbox.errors import InvalidRequestError, SandboxFailure, Unsupport
 from execrl.sandbox.languages import get_language
 from execrl.sandbox.pool import WorkerPool
 from execrl.sandbox.runner import Driver, RunState, build_job
-from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Limits, Verdict
+from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Limits, Verdict, work_path_problems
 from execrl.sandbox.verdicts import Judge, assemble, sandbox_error_result
 
 
@@ -73,6 +73,10 @@ def validate_request(request: ExecutionRequest) -> None:
     if not isinstance(request, ExecutionRequest):
         raise InvalidRequestError(f"expected an ExecutionRequest, got {type(request).__name__}")
     language = get_language(request.language)
+    if request.program_path is None:  # the language's default path may clash with a file
+        paths = work_path_problems(list(request.files), language.default_path)
+        if paths:
+            raise InvalidRequestError(f"files: {paths[0][1]} (the default program_path of {language.name})")
     kinds = {"CodeTest": "code", "CallTest": "call", "IOTest": "io"}
     for test in request.tests:
         kind = kinds.get(type(test).__name__)
