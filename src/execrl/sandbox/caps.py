@@ -15,11 +15,12 @@ of the exception class the candidate raised, cut only by the record's line limit
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from execrl.sandbox.serialize import FieldProblem, RequestFieldError
-from execrl.sandbox.types import TRUNCATION_MARKER, ExecutionRequest
+from execrl.sandbox.types import TRUNCATION_MARKER, ExecutionRequest, Limits
 from execrl.sandbox.verdicts import FIELD_BYTES  # each text field of a TestResult (input, got, ...)
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "check_execution",
     "check_json_depth",
     "execution_bytes",
+    "fit_default_output",
     "json_too_deep",
     "result_bytes",
 ]
@@ -35,6 +37,7 @@ __all__ = [
 MAX_JSON_DEPTH = 64  # a request nests a few levels; call arguments rarely more than ten
 _MARKER_BYTES = len(TRUNCATION_MARKER.format(n=1 << 40))
 _TEST_FIELDS = 5  # input, expected, got, error_message, traceback_tail
+_DEFAULT_OUTPUT_BYTES = Limits().max_output_bytes
 _RECORD_SLACK = 1 << 16  # a record's line may exceed max_output_bytes by this much (harness.GroupState)
 
 
@@ -49,6 +52,18 @@ def execution_bytes(execution: ExecutionRequest) -> int:
     """Most the parent holds while ``execution`` runs: three streams plus one record per test."""
     per_record = execution.limits.max_output_bytes + _RECORD_SLACK
     return result_bytes(execution) + len(execution.tests) * per_record
+
+
+def fit_default_output(execution: ExecutionRequest, max_output_bytes: int) -> ExecutionRequest:
+    """A request that kept the library's default output limit runs under the server's cap when that is
+    lower (the default is the server's to choose, as ``SandboxConfig.limits`` does); an explicit value
+    above the cap is refused by ``check_execution``. 1 MiB sent explicitly counts as the default."""
+    limits = execution.limits
+    if limits.max_output_bytes == _DEFAULT_OUTPUT_BYTES > max_output_bytes:
+        return dataclasses.replace(
+            execution, limits=dataclasses.replace(limits, max_output_bytes=max_output_bytes)
+        )
+    return execution
 
 
 def _mib(n: int) -> str:

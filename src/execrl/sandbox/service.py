@@ -35,7 +35,13 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from execrl.sandbox.caps import check_batch, check_execution, check_json_depth, json_too_deep
+from execrl.sandbox.caps import (
+    check_batch,
+    check_execution,
+    check_json_depth,
+    fit_default_output,
+    json_too_deep,
+)
 from execrl.sandbox.errors import InvalidRequestError, SandboxError
 from execrl.sandbox.fusion import UnsupportedLanguage, parse_run_code, run_code_response
 from execrl.sandbox.fusion import unsupported_language_response as _unsupported
@@ -193,7 +199,7 @@ def _check_language(execution: ExecutionRequest, field: str) -> ExecutionRequest
 
 def _parse_execution(request: web.Request, data: Any, prefix: str = "") -> ExecutionRequest:
     config = request.app[_CONFIG_KEY]
-    execution = request_from_dict(data, prefix=prefix)
+    execution = fit_default_output(request_from_dict(data, prefix=prefix), config.max_output_bytes)
     _check_language(execution, f"{prefix}.language" if prefix else "language")
     check_execution(
         execution,
