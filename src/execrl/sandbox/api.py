@@ -21,7 +21,16 @@ from execrl.sandbox.errors import InvalidRequestError, SandboxFailure, Unsupport
 from execrl.sandbox.languages import get_language
 from execrl.sandbox.pool import WorkerPool
 from execrl.sandbox.runner import Driver, RunState, build_job
-from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Limits, Verdict, work_path_problems
+from execrl.sandbox.types import (
+    CallTest,
+    ExecutionRequest,
+    ExecutionResult,
+    IOTest,
+    Limits,
+    Verdict,
+    check_tolerances,
+    work_path_problems,
+)
 from execrl.sandbox.verdicts import Judge, assemble, sandbox_error_result
 
 
@@ -79,6 +88,8 @@ def validate_request(request: ExecutionRequest) -> None:
             raise InvalidRequestError(f"files: {paths[0][1]} (the default program_path of {language.name})")
     kinds = {"CodeTest": "code", "CallTest": "call", "IOTest": "io"}
     for test in request.tests:
+        if isinstance(test, CallTest | IOTest):
+            check_tolerances(test.name, test.rel_tol, test.abs_tol)
         kind = kinds.get(type(test).__name__)
         if kind not in language.test_kinds:
             allowed = ", ".join(sorted(language.test_kinds))

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from execrl.sandbox.api import validate_request
 from execrl.sandbox.caps import (
     check_batch,
     check_execution,
@@ -97,15 +98,19 @@ def test_work_path_problems(
     assert problems(files, program_path) == expected
 
 
-def test_library_dataclasses_refuse_bad_tolerances_and_paths() -> None:
+def test_library_requests_refuse_bad_tolerances_and_paths() -> None:
     """Bug: a NaN or negative tolerance reached math.isclose while judging (HTTP 500, `tasks check` crash)."""
     for bad in (-1.0, math.nan, math.inf):
-        with pytest.raises(InvalidRequestError, match="rel_tol must be a finite number >= 0"):
-            CallTest(name="t", entry_point="f", rel_tol=bad)
-        with pytest.raises(InvalidRequestError, match="abs_tol must be a finite number >= 0"):
-            IOTest(name="t", stdin="", expected_stdout="", abs_tol=bad)
+        call = CallTest(name="t", entry_point="f", rel_tol=bad)
+        with pytest.raises(InvalidRequestError, match="test 't': rel_tol must be a finite number >= 0"):
+            validate_request(ExecutionRequest(language="python", program="x", tests=(call,)))
+        io = IOTest(name="t", stdin="", expected_stdout="", abs_tol=bad)
+        with pytest.raises(InvalidRequestError, match="test 't': abs_tol must be a finite number >= 0"):
+            validate_request(ExecutionRequest(language="python", program="x", tests=(io,)))
     with pytest.raises(InvalidRequestError, match="files: 'a/../b' has an empty"):
         ExecutionRequest(language="python", program="x", files={"a/../b": ""})
+    with pytest.raises(InvalidRequestError, match="'main.py' is also in files"):
+        validate_request(ExecutionRequest(language="python", program="x", files={"main.py": ""}))
 
 
 def test_service_config_checks_its_caps_and_origins() -> None:
