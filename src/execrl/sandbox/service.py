@@ -13,14 +13,18 @@ verl's SandboxFusion reward client works unchanged: set its ``sandbox_fusion_url
 Bad input never reaches the sandbox and never stops the server: a body that is not UTF-8 or not JSON, a
 wrong field type, an unknown field or language, an empty program or an out-of-range limit answers HTTP 422
 (as FastAPI, hence SandboxFusion, does) with ``{"error": "<field>: <problem>", "detail": [{"loc": [...],
-"field": ..., "msg": ..., "type": ...}]}``; unknown routes 404, wrong methods 405, bodies over
-``max_body_mb`` 413, all as JSON. A sandbox that cannot run (not the candidate's fault) answers 503 on the
-native endpoints and ``status: SandboxError`` on ``/run_code``, like SandboxFusion.
+"field": ..., "msg": ..., "type": ...}]}``; so do JSON nested deeper than ``caps.MAX_JSON_DEPTH`` and a
+request above one of ``ServiceConfig``'s caps (output per stream, tests, batch size, worst-case result
+size: ``type: cap_exceeded``); unknown routes 404, wrong methods 405, bodies over ``max_body_mb`` 413, a
+POST whose Content-Type is not ``application/json`` 415 and a request whose ``Origin`` header is not in
+``allowed_origins`` 403 (a web page's cross-origin form or text/plain POST needs no CORS preflight), all
+as JSON. A sandbox that cannot run (not the candidate's fault) answers 503 on the native endpoints and
+``status: SandboxError`` on ``/run_code``, like SandboxFusion.
 
 Concurrency is the sandbox's: handlers ``await sandbox.arun(...)``, which queues on the sandbox's bounded
 worker pool without blocking the event loop, so many slow requests cannot starve ``/v1/ping``. The HTTP
-queue itself is unbounded; put a proxy with a connection limit in front if clients are not trusted to
-bound themselves.
+queue itself is unbounded, and there is no authentication: bind to loopback (the default) or put a
+proxy with authentication and a connection limit in front (README, "Exposing the sandbox service").
 """
 
 from __future__ import annotations
