@@ -293,7 +293,7 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="append",
         default=[],
         metavar="ORIGIN",
-        help="browser origin (https://host[:port]) allowed to call the API; repeatable. Requests with any "
+        help="browser origin (https://host[:port]) allowed to call the API; repeatable. POSTs with any "
         "other Origin header answer 403 (default: none)",
     )
     serve.set_defaults(func=_serve_handler)

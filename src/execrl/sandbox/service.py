@@ -16,7 +16,7 @@ wrong field type, an unknown field or language, an empty program or an out-of-ra
 "field": ..., "msg": ..., "type": ...}]}``; so do JSON nested deeper than ``caps.MAX_JSON_DEPTH`` and a
 request above one of ``ServiceConfig``'s caps (output per stream, tests, batch size, worst-case result
 size: ``type: cap_exceeded``); unknown routes 404, wrong methods 405, bodies over ``max_body_mb`` 413, a
-POST whose Content-Type is not ``application/json`` 415 and a request whose ``Origin`` header is not in
+POST whose Content-Type is not ``application/json`` 415 and a POST whose ``Origin`` header is not in
 ``allowed_origins`` 403 (a web page's cross-origin form or text/plain POST needs no CORS preflight), all
 as JSON. A sandbox that cannot run (not the candidate's fault) answers 503 on the native endpoints and
 ``status: SandboxError`` on ``/run_code``, like SandboxFusion.
@@ -77,7 +77,7 @@ class ServiceConfig:
     ``result_bytes``), summed over a batch. With them the server's memory is bounded by requests in
     flight x ``max_result_mb`` (times ~6 while a response is JSON-encoded: control characters become
     ``\\u`` escapes); bodies over ``max_body_mb`` answer 413. ``allowed_origins``: browser origins
-    (``https://host[:port]``) whose requests are served; any request carrying another ``Origin`` header
+    (``https://host[:port]``) whose POSTs are served; any POST carrying another ``Origin`` header
     answers 403 (none by default: the API is for programs, not web pages).
     """
 
