@@ -178,6 +178,11 @@ def test_bad_tolerance_is_422(server: str, test: dict[str, Any], field: str) -> 
         ({"files": {"m.py": "1"}, "program_path": "m.py"}, "program_path"),
         ({"files": {"main.py": "1"}}, "body"),  # python's default program_path
         ({"files": {"/".join("d" * 70) + "/f": "1"}}, "files"),
+        (
+            {"files": {"big.txt": "x" * (2 << 20)}, "limits": {"workdir_mb": 1}},
+            "files",
+        ),  # ENOSPC in the harness
+        ({"files": {f"f{i}": "" for i in range(15)}, "limits": {"workdir_inodes": 16}}, "files"),
     ],
 )
 def test_bad_file_paths_are_422_without_server_paths(server: str, fields: dict[str, Any], field: str) -> None:

@@ -43,6 +43,7 @@ from execrl.sandbox.types import (
     TestResult,
     Verdict,
     work_path_problems,
+    workdir_space_problems,
 )
 
 __all__ = [
@@ -247,7 +248,9 @@ def request_from_dict(data: Any, *, prefix: str = "") -> ExecutionRequest:
         limits = Limits(**model.limits.model_dump())
     except InvalidRequestError as exc:  # the message names the exact limit and its range
         raise RequestFieldError([FieldProblem(f"{field}limits", str(exc))]) from None
-    paths = work_path_problems(list(model.files), model.program_path)
+    paths = work_path_problems(list(model.files), model.program_path) or workdir_space_problems(
+        model.files, model.program, limits
+    )
     if paths:
         raise RequestFieldError([FieldProblem(f"{field}{name}", problem) for name, problem in paths])
     return ExecutionRequest(

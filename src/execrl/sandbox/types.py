@@ -174,7 +174,9 @@ class ExecutionRequest:
         names = [t.name for t in self.tests]
         if len(set(names)) != len(names):
             raise InvalidRequestError(f"test names must be unique, got {names}")
-        problems = work_path_problems(list(self.files), self.program_path)
+        problems = work_path_problems(list(self.files), self.program_path) or workdir_space_problems(
+            self.files, self.program, self.limits
+        )
         if problems:
             raise InvalidRequestError("; ".join(f"{field}: {message}" for field, message in problems))
 
@@ -313,3 +315,29 @@ def truncate(text: str, max_bytes: int) -> tuple[str, bool]:
         return text, False
     head = data[:max_bytes].decode("utf-8", "ignore")
     return head + TRUNCATION_MARKER.format(n=len(data) - max_bytes), True
+
+
+TMPFS_PAGE_BYTES = 4096
+
+
+def workdir_space_problems(files: Mapping[str, str], program: str, limits: Limits) -> list[tuple[str, str]]:
+    """``[("files", problem)]`` if the files and the program cannot fit the work directory's tmpfs.
+
+    Counts what the request itself writes: its bytes in whole pages against ``limits.workdir_mb`` and
+    one inode per file, directory, the program and the root against ``limits.workdir_inodes``. A lower
+    bound (compilers and the program write more), so that a request that can never fit is the caller's
+    error, not a ``sandbox_error`` from the harness.
+    """
+    texts = [*files.values(), program]
+    pages = sum(-(-len(text.encode("utf-8", "surrogatepass")) // TMPFS_PAGE_BYTES) for text in texts)
+    need_kib, have_kib = pages * TMPFS_PAGE_BYTES // 1024, limits.workdir_mb * 1024
+    if need_kib > have_kib:
+        return [("files", f"need {need_kib} KiB of the work directory with the program ({have_kib} KiB); raise "
+                          f"limits.workdir_mb (now {limits.workdir_mb}) or send less")]  # fmt: skip
+    directories = {path.rsplit("/", 1)[0] for path in files if "/" in path}
+    directories |= {d.rsplit("/", k)[0] for d in directories for k in range(1, d.count("/") + 1)}
+    inodes = len(files) + len(directories) + 2  # + the program and the root directory
+    if inodes > limits.workdir_inodes:
+        return [("files", f"need {inodes} inodes (files, directories, the program, the root); raise "
+                          f"limits.workdir_inodes (now {limits.workdir_inodes}) or send fewer files")]  # fmt: skip
+    return []

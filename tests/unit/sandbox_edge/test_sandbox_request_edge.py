@@ -27,6 +27,7 @@ from execrl.sandbox.types import (
     IOTest,
     Limits,
     Verdict,
+    workdir_space_problems,
 )
 from execrl.sandbox.types import work_path_problems as problems
 
@@ -134,3 +135,21 @@ def test_run_code_output_limit_message_and_return_code() -> None:
         "execrl verdict: output_limit: the program wrote more than 1024 bytes to stderr; "
         "what is shown is truncated there"
     )
+
+
+def test_workdir_space_by_hand() -> None:
+    """Bug: files that cannot fit the work directory came back as sandbox_error with the harness's traceback."""
+    small = Limits(workdir_mb=1, workdir_inodes=16)
+    # 255 pages of file + 1 page of program = 256 pages = 1024 KiB: fits exactly (checked in the real sandbox)
+    assert workdir_space_problems({"a": "x" * ((1 << 20) - 4096)}, "p", small) == []
+    ((field, message),) = workdir_space_problems({"a": "x" * ((1 << 20) - 4095)}, "p", small)
+    assert field == "files" and message.startswith(
+        "need 1028 KiB of the work directory with the program (1024 KiB)"
+    )
+    # 13 files in d/ + d + the program + the root = 16 inodes: fits exactly; a 14th file does not
+    assert workdir_space_problems({f"d/f{i}": "" for i in range(13)}, "p", small) == []
+    ((field, message),) = workdir_space_problems({f"d/f{i}": "" for i in range(14)}, "p", small)
+    assert message.startswith("need 17 inodes") and "limits.workdir_inodes (now 16)" in message
+    # nested directories count once each: 11 files + a, a/b, a/b/c + the program + the root = 16
+    assert workdir_space_problems({f"a/b/c/f{i}": "" for i in range(11)}, "p", small) == []
+    assert workdir_space_problems({f"a/b/c/f{i}": "" for i in range(12)}, "p", small) != []
