@@ -42,7 +42,7 @@ from aiohttp import web
 from execrl.sandbox.caps import (
     check_batch,
     check_execution,
-    check_json_depth,
+    check_json_shape,
     fit_default_output,
     json_too_deep,
 )
@@ -177,17 +177,16 @@ async def _read_json(request: web.Request) -> Any:
         raise RequestFieldError(
             [FieldProblem("body", f"is not UTF-8 (invalid byte at offset {exc.start})", "unicode_error")]
         ) from None
+    check_json_shape(raw)
     try:
-        value = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         raise RequestFieldError(
             [FieldProblem("body", f"is not JSON: {exc.msg} ({where})", "json_invalid")]
         ) from None
-    except RecursionError:  # the decoder's own depth guard: far deeper than MAX_JSON_DEPTH
+    except RecursionError:  # unbalanced brackets that nest past the parser's stack
         raise RequestFieldError([json_too_deep()]) from None
-    check_json_depth(value)
-    return value
 
 
 def _check_language(execution: ExecutionRequest, field: str) -> ExecutionRequest:

@@ -10,7 +10,7 @@ from execrl.sandbox.api import validate_request
 from execrl.sandbox.caps import (
     check_batch,
     check_execution,
-    check_json_depth,
+    check_json_shape,
     execution_bytes,
     fit_default_output,
     result_bytes,
@@ -69,12 +69,33 @@ def test_default_output_limit_fits_a_lower_cap_but_an_explicit_one_does_not() ->
     assert fit_default_output(TWO_TESTS, 64) is TWO_TESTS  # explicit 1000 stays: check_execution refuses it
 
 
-def test_json_depth() -> None:
-    check_json_depth("text")
-    check_json_depth({"a": [[1]]}, limit=3)
-    with pytest.raises(RequestFieldError) as info:
-        check_json_depth({"a": [[1]]}, limit=2)
-    assert info.value.problems[0].field == "body"
+@pytest.mark.parametrize(
+    ("raw", "too_deep"),
+    [
+        (b'"text"', False),
+        (b'{"a": [[1]]}', False),  # depth 3
+        (b'{"a": [[[1]]]}', True),  # depth 4
+        (b'[[], [[]], {"k": {}}]', False),  # depth 3 at most: siblings do not add up
+        (rb'["[[[[[[", "\\", "\\\"[[[[["]', False),  # brackets and escapes inside strings do not count
+        (b"[[[[", True),  # not JSON, but already deeper than the cap
+        (b"[[[[[]]]]]", True),
+    ],
+)
+def test_json_shape_depth(raw: bytes, too_deep: bool) -> None:
+    """Bug: JSON nested ~1,000 deep answered a plain-text 500; counted on the bytes, before parsing."""
+    if too_deep:
+        with pytest.raises(RequestFieldError, match="nested more than 3 levels deep") as info:
+            check_json_shape(raw, max_depth=3)
+        assert info.value.problems[0].field == "body"
+    else:
+        check_json_shape(raw, max_depth=3)
+
+
+def test_json_shape_counts_values_not_string_content() -> None:
+    """Bug: a 64 MiB body of ``{},`` decoded into 22 million dicts (3.2 GB RSS) before any check."""
+    check_json_shape(b'[1, 2, {"a": "x,y,z,[,{"}]', max_items=4)  # 2 commas + 1 "[" + 1 "{" = 4
+    with pytest.raises(RequestFieldError, match="more than 4 JSON values"):
+        check_json_shape(b"[1, 2, 3, {}]", max_items=4)  # 3 + 1 + 1 = 5
 
 
 @pytest.mark.parametrize(
