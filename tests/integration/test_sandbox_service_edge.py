@@ -215,3 +215,11 @@ def test_run_code_output_over_the_limit_says_why(server: str) -> None:
     assert status == 200 and body["status"] == "Failed"
     assert "output_limit" in body["message"] and "stdout" in body["message"] and "1048576" in body["message"]
     assert body["run_result"]["return_code"] == -9 and body["run_result"]["status"] == "Finished"
+
+
+def test_a_body_of_many_small_values_is_refused_before_parsing(server: str) -> None:
+    """Bug: a body of ``{},`` repeated decodes into one dict per 3 bytes (64 MiB: 22 million dicts, 3.2 GB
+    RSS) before any check; now counted on the bytes and refused."""
+    raw = b"[" + b"{}," * (3 << 20) + b"{}]"  # 9 MiB, 3,145,729 values
+    status, body = _post(f"{server}/v1/execute", None, raw=raw)
+    assert status == 422 and _field(body) == "body" and "more than 1048576 JSON values" in body["error"]
