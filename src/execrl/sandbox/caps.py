@@ -88,7 +88,7 @@ def check_execution(
     if asked > max_output_bytes:
         raise _capped(
             f"{field}limits.max_output_bytes",
-            f"= {asked} is above this server's cap of {max_output_bytes} bytes per stream; send <= "
+            f"{asked} is above this server's cap of {max_output_bytes} bytes per stream; send <= "
             f"{max_output_bytes} (server option --max-output-bytes)",
         )
     if len(execution.tests) > max_tests:
