@@ -20,8 +20,17 @@ from execrl.sandbox.cgroups import detect_version
 from execrl.sandbox.errors import InvalidRequestError, SandboxFailure, UnsupportedHostError
 from execrl.sandbox.languages import get_language
 from execrl.sandbox.pool import WorkerPool
-from execrl.sandbox.runner import Driver, build_job
-from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Limits, Verdict
+from execrl.sandbox.runner import Driver, RunState, build_job
+from execrl.sandbox.types import (
+    CallTest,
+    ExecutionRequest,
+    ExecutionResult,
+    IOTest,
+    Limits,
+    Verdict,
+    check_tolerances,
+    work_path_problems,
+)
 from execrl.sandbox.verdicts import Judge, assemble, sandbox_error_result
 
 
@@ -73,8 +82,14 @@ def validate_request(request: ExecutionRequest) -> None:
     if not isinstance(request, ExecutionRequest):
         raise InvalidRequestError(f"expected an ExecutionRequest, got {type(request).__name__}")
     language = get_language(request.language)
+    if request.program_path is None:  # the language's default path may clash with a file
+        paths = work_path_problems(list(request.files), language.default_path)
+        if paths:
+            raise InvalidRequestError(f"files: {paths[0][1]} (the default program_path of {language.name})")
     kinds = {"CodeTest": "code", "CallTest": "call", "IOTest": "io"}
     for test in request.tests:
+        if isinstance(test, CallTest | IOTest):
+            check_tolerances(test.name, test.rel_tol, test.abs_tol)
         kind = kinds.get(type(test).__name__)
         if kind not in language.test_kinds:
             allowed = ", ".join(sorted(language.test_kinds))
@@ -155,7 +170,7 @@ class Sandbox:
         slot = self._pool.slot(worker)
         driver = Driver(worker, slot, request, language, self._pool.wait_exit if self._pool.isolate else None)
         try:
-            state = driver.run(build_job(request, language), self._judge_fn(request, driver))
+            state = driver.run(build_job(request, language), self._judge_fn(request, driver.state))
             stats = slot.stats() if slot is not None else None
             return assemble(request, state, stats)
         except SandboxFailure as exc:
@@ -168,12 +183,16 @@ class Sandbox:
                 shutil.rmtree(driver.state.workdir, ignore_errors=True)
 
     @staticmethod
-    def _judge_fn(request: ExecutionRequest, driver: Driver) -> object:
+    def _judge_fn(request: ExecutionRequest, state: RunState) -> object:
+        """The judge for stop_on_first_failure. It closes over the driver's state, never the driver: the
+        driver keeps the judge, and a cycle between them kept each execution's output alive until the
+        cycle collector ran (52 MB -> 1.77 GB RSS over 28 sequential 60 MB requests)."""
+
         def judge(record: dict[str, object]) -> Verdict:
             index = record.get("i")
             if not isinstance(index, int) or not 0 <= index < len(request.tests):
                 return Verdict.SANDBOX_ERROR
-            result, _ = Judge(request, driver.state, None).test_result(request.tests[index], dict(record))
+            result, _ = Judge(request, state, None).test_result(request.tests[index], dict(record))
             return result.verdict
 
         return judge

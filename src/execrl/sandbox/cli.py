@@ -223,7 +223,15 @@ def _serve_handler(args: argparse.Namespace) -> int:
     from execrl.sandbox.service import ServiceConfig, serve
 
     try:
-        config = ServiceConfig(default_memory_mb=args.default_memory_mb, max_body_mb=args.max_body_mb)
+        config = ServiceConfig(
+            default_memory_mb=args.default_memory_mb,
+            max_body_mb=args.max_body_mb,
+            max_batch_requests=args.max_batch_requests,
+            max_output_bytes=args.max_output_bytes,
+            max_tests=args.max_tests,
+            max_result_mb=args.max_result_mb,
+            allowed_origins=tuple(args.allow_origin),
+        )
         serve(host=args.host, port=args.port, workers=args.workers, config=config)
     except SandboxError as exc:
         print(f"execrl sandbox serve: error: {exc}", file=sys.stderr)
@@ -261,7 +269,33 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     serve.add_argument(
         "--default-memory-mb", type=int, default=1024, help="memory limit for /run_code's memory_limit_MB=-1"
     )
-    serve.add_argument("--max-body-mb", type=int, default=64, help="largest request body accepted")
+    serve.add_argument(
+        "--max-body-mb", type=int, default=64, help="largest request body accepted (413 above)"
+    )
+    serve.add_argument(
+        "--max-output-bytes",
+        type=int,
+        default=4 << 20,
+        help="cap on limits.max_output_bytes, per stream (422 above)",
+    )
+    serve.add_argument("--max-tests", type=int, default=1024, help="cap on tests per execution (422 above)")
+    serve.add_argument(
+        "--max-batch-requests", type=int, default=1024, help="cap on requests per batch (422 above)"
+    )
+    serve.add_argument(
+        "--max-result-mb",
+        type=int,
+        default=256,
+        help="cap on the output one request (or batch) may make the server hold, worst case (422 above)",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="browser origin (https://host[:port]) allowed to call the API; repeatable. POSTs with any "
+        "other Origin header answer 403 (default: none)",
+    )
     serve.set_defaults(func=_serve_handler)
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import signal
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError, field_validator
@@ -133,17 +134,28 @@ def _decode_files(files: dict[str, str | None]) -> dict[str, str]:
     return out
 
 
-def _limits(body: RunCodeRequest, default_memory_mb: int) -> Limits:
+def _limits(body: RunCodeRequest, default_memory_mb: int, max_output_bytes: int) -> Limits:
     memory_mb = body.memory_limit_MB if body.memory_limit_MB > 0 else default_memory_mb
+    output = min(Limits().max_output_bytes, max_output_bytes)
     try:
-        return Limits(timeout_s=body.run_timeout, cpu_time_s=body.run_timeout, memory_mb=memory_mb)
+        return Limits(
+            timeout_s=body.run_timeout,
+            cpu_time_s=body.run_timeout,
+            memory_mb=memory_mb,
+            max_output_bytes=output,
+        )
     except InvalidRequestError as exc:
         field = "memory_limit_MB" if "memory_mb" in str(exc) else "run_timeout"
         raise RequestFieldError([FieldProblem(field, f"{exc} (-1 means the server default)")]) from None
 
 
-def parse_run_code(data: Any, *, default_memory_mb: int) -> ExecutionRequest:
+def parse_run_code(
+    data: Any, *, default_memory_mb: int, max_output_bytes: int = Limits().max_output_bytes
+) -> ExecutionRequest:
     """Validate a ``/run_code`` body and build the plain-run ``ExecutionRequest``.
+
+    The run's output limit is execrl's default (1 MiB per stream, as SandboxFusion reads) or the server's
+    ``max_output_bytes`` if that is smaller: the request has no field for it.
 
     Raises ``RequestFieldError`` naming the field (HTTP 422), ``UnsupportedLanguage`` for a SandboxFusion
     language execrl does not run, ``InvalidRequestError`` for values the request dataclass rejects.
@@ -167,7 +179,7 @@ def parse_run_code(data: Any, *, default_memory_mb: int) -> ExecutionRequest:
         program=body.code,
         stdin=body.stdin or "",
         files=_decode_files(body.files),
-        limits=_limits(body, default_memory_mb),
+        limits=_limits(body, default_memory_mb, max_output_bytes),
     )
 
 
@@ -202,11 +214,38 @@ def _response(status: str, message: str, compile_result: Any, run_result: Any) -
 def _return_code(result: ExecutionResult) -> int | None:
     if result.signal is not None:
         return -result.signal
+    if result.verdict is Verdict.OUTPUT_LIMIT and result.exit_code is None:
+        return -signal.SIGKILL  # the parent killed the whole sandbox, the program with it
     return result.exit_code
 
 
-def run_code_response(result: ExecutionResult, language: str) -> dict[str, Any]:
-    """SandboxFusion's response for one plain run of ``language`` (an execrl language name)."""
+def _message(result: ExecutionResult, return_code: int | None, ok: bool, max_output_bytes: int | None) -> str:
+    """Why a run failed when the run_result alone cannot say (SandboxFusion leaves it empty otherwise)."""
+    if result.verdict is Verdict.OUTPUT_LIMIT:
+        streams = [
+            name
+            for name, cut in (("stdout", result.stdout_truncated), ("stderr", result.stderr_truncated))
+            if cut
+        ]
+        limit = f"{max_output_bytes} bytes" if max_output_bytes is not None else "the output limit"
+        return (
+            f"execrl verdict: output_limit: the program wrote more than {limit} to "
+            f"{' and '.join(streams) or 'its output'}; what is shown is truncated there"
+        )
+    if return_code == 0 and not ok:  # e.g. exit code 0 but a protocol violation
+        return f"execrl verdict: {result.verdict.value}"
+    return ""
+
+
+def run_code_response(
+    result: ExecutionResult, language: str, *, max_output_bytes: int | None = None
+) -> dict[str, Any]:
+    """SandboxFusion's response for one plain run of ``language`` (an execrl language name).
+
+    A run killed for its output is ``Failed`` with return code -9 (``-SIGKILL``, the subprocess
+    convention SandboxFusion inherits for a killed process) and a message naming the stream and the limit
+    (``max_output_bytes``, the request's, when given).
+    """
     if result.verdict is Verdict.SANDBOX_ERROR:
         message = result.sandbox_error or "sandbox error"
         run = _command("Error", execution_time=None, return_code=None, stdout="", stderr=message)
@@ -230,8 +269,7 @@ def run_code_response(result: ExecutionResult, language: str) -> dict[str, Any]:
         stderr=result.stderr,
     )
     ok = not timed_out and return_code == 0 and result.verdict is Verdict.PASSED
-    # Exit code 0 but not passed (e.g. output over the limit): say why, the run_result alone cannot.
-    message = f"execrl verdict: {result.verdict.value}" if return_code == 0 and not ok else ""
+    message = _message(result, return_code, ok, max_output_bytes)
     return _response("Success" if ok else "Failed", message, compile_result, run)
 
 

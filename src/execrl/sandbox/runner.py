@@ -17,6 +17,7 @@ import os
 import select
 import signal
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,10 +139,14 @@ EXIT_REPORT_S = 5.0  # how long the zygote may take to report a dead worker's st
 
 class _Relay:
     """Stands in for the harness when the candidate runs in pid 1 (``harness.runs_inline``): the parent
-    checks the candidate's records with the harness's own ``GroupState`` and records what passes."""
+    checks the candidate's records with the harness's own ``GroupState`` and records what passes.
+
+    It holds a weak proxy: the driver owns the group that owns this relay, and a strong reference back
+    would be a cycle keeping every execution's output alive until the cycle collector runs. Only the
+    driver feeds the group, so the driver is alive whenever the relay is used."""
 
     def __init__(self, driver: Driver) -> None:
-        self.driver = driver
+        self.driver = weakref.proxy(driver)
         self.max_output = driver.max_bytes
 
     def send(self, record: dict[str, Any]) -> None:

@@ -14,8 +14,9 @@ Every key except ``language`` and ``program`` may be omitted (the dataclass defa
 (typos such as ``timeout`` for ``timeout_s``) and strings that are not valid Unicode (lone surrogates from
 ``"\\ud800"`` escapes) are rejected with a ``RequestFieldError`` naming the field, e.g.
 ``tests[2].expected_stdout: Field required``; an empty program or a limit out of range is reported the
-same way (field ``program``/``limits``). Remaining value checks (paths, unique test names) are the
-dataclasses' own and raise ``InvalidRequestError`` with their messages.
+same way (field ``program``/``limits``), and so are tolerances that are negative or not finite and
+file paths the work directory cannot hold (NUL, '.', '..', absolute, over NAME_MAX, clashing; field
+``files``/``program_path``). Unique test names are the dataclass's own check (``InvalidRequestError``).
 
 Results serialise with the verdict as its string value plus the derived ``passed`` and ``pass_fraction``
 (ignored when read back). Strings that cannot be encoded as UTF-8 are written with U+FFFD replacements so
@@ -41,6 +42,8 @@ from execrl.sandbox.types import (
     TestCase,
     TestResult,
     Verdict,
+    work_path_problems,
+    workdir_space_problems,
 )
 
 __all__ = [
@@ -83,6 +86,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
+# A negative tolerance made math.isclose raise while judging (HTTP 500); NaN accepted nothing.
+_Tolerance = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
 class _CodeTestModel(_Strict):
     type: Literal["code"]
     name: str | None = None
@@ -96,8 +103,8 @@ class _CallTestModel(_Strict):
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     expected: Any = None
-    rel_tol: float = _CALL.rel_tol
-    abs_tol: float = _CALL.abs_tol
+    rel_tol: _Tolerance = _CALL.rel_tol
+    abs_tol: _Tolerance = _CALL.abs_tol
 
 
 class _IOTestModel(_Strict):
@@ -106,8 +113,8 @@ class _IOTestModel(_Strict):
     stdin: str = ""
     expected_stdout: str
     compare: Literal["exact", "whitespace", "float"] = _IO.compare
-    rel_tol: float = _IO.rel_tol
-    abs_tol: float = _IO.abs_tol
+    rel_tol: _Tolerance = _IO.rel_tol
+    abs_tol: _Tolerance = _IO.abs_tol
 
 
 _TestModel = Annotated[_CodeTestModel | _CallTestModel | _IOTestModel, Field(discriminator="type")]
@@ -241,6 +248,11 @@ def request_from_dict(data: Any, *, prefix: str = "") -> ExecutionRequest:
         limits = Limits(**model.limits.model_dump())
     except InvalidRequestError as exc:  # the message names the exact limit and its range
         raise RequestFieldError([FieldProblem(f"{field}limits", str(exc))]) from None
+    paths = work_path_problems(list(model.files), model.program_path) or workdir_space_problems(
+        model.files, model.program, limits
+    )
+    if paths:
+        raise RequestFieldError([FieldProblem(f"{field}{name}", problem) for name, problem in paths])
     return ExecutionRequest(
         language=model.language,
         program=model.program,

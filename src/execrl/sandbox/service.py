@@ -13,20 +13,25 @@ verl's SandboxFusion reward client works unchanged: set its ``sandbox_fusion_url
 Bad input never reaches the sandbox and never stops the server: a body that is not UTF-8 or not JSON, a
 wrong field type, an unknown field or language, an empty program or an out-of-range limit answers HTTP 422
 (as FastAPI, hence SandboxFusion, does) with ``{"error": "<field>: <problem>", "detail": [{"loc": [...],
-"field": ..., "msg": ..., "type": ...}]}``; unknown routes 404, wrong methods 405, bodies over
-``max_body_mb`` 413, all as JSON. A sandbox that cannot run (not the candidate's fault) answers 503 on the
-native endpoints and ``status: SandboxError`` on ``/run_code``, like SandboxFusion.
+"field": ..., "msg": ..., "type": ...}]}``; so do JSON nested deeper than ``caps.MAX_JSON_DEPTH`` and a
+request above one of ``ServiceConfig``'s caps (output per stream, tests, batch size, worst-case result
+size: ``type: cap_exceeded``); unknown routes 404, wrong methods 405, bodies over ``max_body_mb`` 413, a
+POST whose Content-Type is not ``application/json`` 415 and a POST whose ``Origin`` header is not in
+``allowed_origins`` 403 (a web page's cross-origin form or text/plain POST needs no CORS preflight), all
+as JSON. A sandbox that cannot run (not the candidate's fault) answers 503 on the native endpoints and
+``status: SandboxError`` on ``/run_code``, like SandboxFusion.
 
 Concurrency is the sandbox's: handlers ``await sandbox.arun(...)``, which queues on the sandbox's bounded
 worker pool without blocking the event loop, so many slow requests cannot starve ``/v1/ping``. The HTTP
-queue itself is unbounded; put a proxy with a connection limit in front if clients are not trusted to
-bound themselves.
+queue itself is unbounded, and there is no authentication: bind to loopback (the default) or put a
+proxy with authentication and a connection limit in front (README, "Exposing the sandbox service").
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +39,13 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from execrl.sandbox.caps import (
+    check_batch,
+    check_execution,
+    check_json_shape,
+    fit_default_output,
+    json_too_deep,
+)
 from execrl.sandbox.errors import InvalidRequestError, SandboxError
 from execrl.sandbox.fusion import UnsupportedLanguage, parse_run_code, run_code_response
 from execrl.sandbox.fusion import unsupported_language_response as _unsupported
@@ -58,27 +70,63 @@ class ServiceConfig:
     """Edge limits of the HTTP service (the sandbox's own limits are per request).
 
     ``default_memory_mb`` is used when a SandboxFusion request says ``memory_limit_MB: -1`` ("no limit"
-    there; execrl always sets a cgroup limit).
+    there; execrl always sets a cgroup limit). Caps, each answered 422 naming the field and the cap:
+    ``max_output_bytes`` per stream of one execution (``limits.max_output_bytes``; ``/run_code`` runs with
+    the smaller of this and execrl's 1 MiB default), ``max_tests`` per execution, ``max_batch_requests``
+    per batch, and ``max_result_mb``: the most text one request's results can hold, worst case (see
+    ``result_bytes``), summed over a batch. With them the server's memory is bounded by requests in
+    flight x ``max_result_mb`` (times ~6 while a response is JSON-encoded: control characters become
+    ``\\u`` escapes); bodies over ``max_body_mb`` answer 413. ``allowed_origins``: browser origins
+    (``https://host[:port]``) whose POSTs are served; any POST carrying another ``Origin`` header
+    answers 403 (none by default: the API is for programs, not web pages).
     """
 
     default_memory_mb: int = 1024
     max_batch_requests: int = 1024
     max_body_mb: int = 64
+    max_output_bytes: int = 4 << 20
+    max_tests: int = 1024
+    max_result_mb: int = 256
+    allowed_origins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("default_memory_mb", "max_batch_requests", "max_body_mb"):
+        names = ("default_memory_mb", "max_batch_requests", "max_body_mb", "max_tests", "max_result_mb")
+        for name in names:
             if getattr(self, name) < 1:
                 raise InvalidRequestError(f"ServiceConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if not 64 <= self.max_output_bytes <= 1 << 30:
+            raise InvalidRequestError(
+                f"ServiceConfig.max_output_bytes={self.max_output_bytes} is out of range; set it in [64, {1 << 30}]"
+            )
+        for origin in self.allowed_origins:
+            if not re.fullmatch(r"https?://[^/\s]+", origin):
+                raise InvalidRequestError(
+                    f"allowed origin {origin!r} is not scheme://host[:port] (e.g. https://app.example.com)"
+                )
 
 
 _SANDBOX_KEY = web.AppKey("sandbox", SupportsAsyncRun)
 _CONFIG_KEY = web.AppKey("config", ServiceConfig)
 
 
+_HEADER_KINDS = frozenset({"unsupported_media_type", "origin_forbidden"})
+
+
+class _Refused(Exception):
+    """A request refused on its headers, before its body is read (415, 403)."""
+
+    def __init__(self, status: int, problem: FieldProblem) -> None:
+        super().__init__(problem.message)
+        self.status = status
+        self.problem = problem
+
+
 def _loc(problem: FieldProblem) -> list[str]:
     """FastAPI-style location: ["body", field] for body fields, ["path", path] for routing errors."""
     if problem.kind == "http_error":
         return ["path", problem.field]
+    if problem.kind in _HEADER_KINDS:
+        return ["header", problem.field]
     return ["body"] if problem.field == "body" else ["body", problem.field]
 
 
@@ -93,6 +141,8 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
     """Every failure becomes a JSON body; nothing a client sends can take the server down."""
     try:
         return await handler(request)
+    except _Refused as exc:
+        return _error_response(exc.status, [exc.problem])
     except RequestFieldError as exc:
         return _error_response(422, exc.problems)
     except InvalidRequestError as exc:
@@ -105,7 +155,21 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
         return _error_response(exc.status, [FieldProblem(request.path, exc.reason, "http_error")])
 
 
+def _check_headers(request: web.Request) -> None:
+    """Programs only: a web page's cross-origin ``text/plain`` or form POST needs no CORS preflight, so
+    without these checks any page a user opens could run code here. Browsers always send ``Origin`` on a
+    cross-origin POST (and on DNS-rebound ones); programs send none unless told to."""
+    origin = request.headers.get("Origin")
+    if origin is not None and origin not in request.app[_CONFIG_KEY].allowed_origins:
+        message = f"{origin!r} is not allowed (server option --allow-origin); browsers may not call this API"
+        raise _Refused(403, FieldProblem("Origin", message, "origin_forbidden"))
+    if request.content_type != "application/json":
+        message = f"is {request.content_type!r}; send the body as JSON with Content-Type: application/json"
+        raise _Refused(415, FieldProblem("Content-Type", message, "unsupported_media_type"))
+
+
 async def _read_json(request: web.Request) -> Any:
+    _check_headers(request)
     raw = await request.read()
     try:
         text = raw.decode("utf-8")
@@ -113,6 +177,7 @@ async def _read_json(request: web.Request) -> Any:
         raise RequestFieldError(
             [FieldProblem("body", f"is not UTF-8 (invalid byte at offset {exc.start})", "unicode_error")]
         ) from None
+    check_json_shape(raw)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -120,6 +185,8 @@ async def _read_json(request: web.Request) -> Any:
         raise RequestFieldError(
             [FieldProblem("body", f"is not JSON: {exc.msg} ({where})", "json_invalid")]
         ) from None
+    except RecursionError:  # unbalanced brackets that nest past the parser's stack
+        raise RequestFieldError([json_too_deep()]) from None
 
 
 def _check_language(execution: ExecutionRequest, field: str) -> ExecutionRequest:
@@ -133,8 +200,22 @@ def _check_language(execution: ExecutionRequest, field: str) -> ExecutionRequest
     return execution
 
 
+def _parse_execution(request: web.Request, data: Any, prefix: str = "") -> ExecutionRequest:
+    config = request.app[_CONFIG_KEY]
+    execution = fit_default_output(request_from_dict(data, prefix=prefix), config.max_output_bytes)
+    _check_language(execution, f"{prefix}.language" if prefix else "language")
+    check_execution(
+        execution,
+        max_output_bytes=config.max_output_bytes,
+        max_tests=config.max_tests,
+        max_result_mb=config.max_result_mb,
+        prefix=prefix,
+    )
+    return execution
+
+
 async def _execute(request: web.Request) -> web.Response:
-    execution = _check_language(request_from_dict(await _read_json(request)), "language")
+    execution = _parse_execution(request, await _read_json(request))
     result = await request.app[_SANDBOX_KEY].arun(execution)
     return web.json_response(result_to_dict(result))
 
@@ -146,15 +227,18 @@ async def _execute_batch(request: web.Request) -> web.Response:
     extra = sorted(set(data) - {"requests"})
     if extra:
         raise RequestFieldError([FieldProblem(extra[0], "Extra inputs are not permitted", "extra_forbidden")])
-    limit = request.app[_CONFIG_KEY].max_batch_requests
-    if len(data["requests"]) > limit:
-        raise RequestFieldError(
-            [FieldProblem("requests", f"has {len(data['requests'])} items; send <= {limit}")]
-        )
+    config = request.app[_CONFIG_KEY]
+    if len(data["requests"]) > config.max_batch_requests:
+        raise RequestFieldError([FieldProblem(
+            "requests",
+            f"has {len(data['requests'])} items; send <= {config.max_batch_requests} "
+            "(server option --max-batch-requests)",
+            "cap_exceeded",
+        )])  # fmt: skip
     executions = [
-        _check_language(request_from_dict(item, prefix=f"requests[{i}]"), f"requests[{i}].language")
-        for i, item in enumerate(data["requests"])
+        _parse_execution(request, item, f"requests[{i}]") for i, item in enumerate(data["requests"])
     ]
+    check_batch(executions, max_result_mb=config.max_result_mb)
     results = await request.app[_SANDBOX_KEY].arun_batch(executions)
     return web.json_response({"results": [result_to_dict(r) for r in results]})
 
@@ -162,7 +246,10 @@ async def _execute_batch(request: web.Request) -> web.Response:
 async def _run_code(request: web.Request) -> web.Response:
     data = await _read_json(request)
     try:
-        execution = parse_run_code(data, default_memory_mb=request.app[_CONFIG_KEY].default_memory_mb)
+        config = request.app[_CONFIG_KEY]
+        execution = parse_run_code(
+            data, default_memory_mb=config.default_memory_mb, max_output_bytes=config.max_output_bytes
+        )
     except UnsupportedLanguage as exc:
         return web.json_response(_unsupported(exc))
     try:
@@ -172,7 +259,10 @@ async def _run_code(request: web.Request) -> web.Response:
     except SandboxError as exc:  # the sandbox broke: SandboxFusion answers 200 with SandboxError
         body = run_code_response(_sandbox_error_result(str(exc)), execution.language)
         return web.json_response(body)
-    return web.json_response(run_code_response(result, execution.language))
+    response = run_code_response(
+        result, execution.language, max_output_bytes=execution.limits.max_output_bytes
+    )
+    return web.json_response(response)
 
 
 def _sandbox_error_result(message: str) -> ExecutionResult:

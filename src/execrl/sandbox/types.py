@@ -132,6 +132,21 @@ class IOTest:
     abs_tol: float = 1e-9
 
 
+def check_tolerances(test_name: str, rel_tol: float, abs_tol: float) -> None:
+    """Tolerances are finite numbers >= 0 (``math.isclose`` raises on a negative one and NaN accepts
+    nothing): a bad value is the request's error, found before anything runs, not a crash while judging.
+
+    Called by ``Sandbox``'s request validation, not by the dataclasses: the task schema builds tests from
+    rows field by field and reports every bad field itself.
+    """
+    for name, value in (("rel_tol", rel_tol), ("abs_tol", abs_tol)):
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok or value < 0:
+            raise InvalidRequestError(
+                f"test {test_name!r}: {name} must be a finite number >= 0, got {value!r}"
+            )
+
+
 TestCase = CodeTest | CallTest | IOTest
 
 
@@ -159,10 +174,69 @@ class ExecutionRequest:
         names = [t.name for t in self.tests]
         if len(set(names)) != len(names):
             raise InvalidRequestError(f"test names must be unique, got {names}")
-        for path in list(self.files) + ([self.program_path] if self.program_path else []):
-            parts = path.split("/")
-            if not path or path.startswith("/") or ".." in parts or "" in parts:
-                raise InvalidRequestError(f"file path {path!r} must be relative, without '..' or '//'")
+        problems = work_path_problems(list(self.files), self.program_path) or workdir_space_problems(
+            self.files, self.program, self.limits
+        )
+        if problems:
+            raise InvalidRequestError("; ".join(f"{field}: {message}" for field, message in problems))
+
+
+MAX_PATH_PART_BYTES = 255  # NAME_MAX
+MAX_PATH_BYTES = 4095  # PATH_MAX less the terminating NUL
+MAX_PATH_DEPTH = 64  # directories above a file; deeper trees are not a program's inputs
+
+
+def _path_problem(path: object) -> str | None:
+    if not isinstance(path, str) or not path:
+        return "must be a non-empty string"
+    parts = path.split("/")
+    if "\x00" in path:
+        problem = "contains a NUL byte"
+    elif path.startswith("/"):
+        problem = "is absolute; give a path relative to the work directory"
+    elif any(part in ("", ".", "..") for part in parts):
+        problem = "has an empty, '.' or '..' component; write it as a/b/c"
+    elif len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        problem = f"is longer than {MAX_PATH_BYTES} bytes"
+    elif max(len(part.encode("utf-8", "surrogatepass")) for part in parts) > MAX_PATH_PART_BYTES:
+        problem = f"has a component longer than {MAX_PATH_PART_BYTES} bytes"
+    elif len(parts) > MAX_PATH_DEPTH + 1:
+        problem = f"is nested {len(parts) - 1} directories deep; at most {MAX_PATH_DEPTH}"
+    else:
+        return None
+    return f"{shown_path(path)} {problem}"
+
+
+def shown_path(path: str) -> str:
+    """``repr(path)``, shortened: an error message never echoes a 4 KiB name."""
+    return repr(path) if len(path) <= 80 else f"{path[:60]!r}... ({len(path)} characters)"
+
+
+def work_path_problems(files: list[str], program_path: str | None) -> list[tuple[str, str]]:
+    """``(field, problem)`` for every path that cannot be written into the work directory as given.
+
+    A path must be relative, without NUL, empty, '.' or '..' components, fit NAME_MAX per component and
+    PATH_MAX in all; no file may also be a directory of another (``a`` and ``a/b``) and ``program_path``
+    may not be one of ``files`` (the program would replace it). Checked here so that such a request is the
+    caller's error, never a ``sandbox_error`` from inside the sandbox.
+    """
+    named = [("files", path) for path in files] + ([("program_path", program_path)] if program_path else [])
+    problems = [(name, p) for name, path in named if (p := _path_problem(path)) is not None]
+    if problems:
+        return problems
+    if program_path in files:
+        shown = shown_path(program_path)
+        return [("program_path", f"{shown} is also in files; the program would replace that file")]
+    paths = {path for _, path in named}
+    for name, path in named:
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            if "/".join(parts[:depth]) in paths:
+                clash = "/".join(parts[:depth])
+                return [
+                    (name, f"{shown_path(path)} needs the directory {shown_path(clash)}, which is a file")
+                ]
+    return []
 
 
 @dataclass(frozen=True)
@@ -241,3 +315,29 @@ def truncate(text: str, max_bytes: int) -> tuple[str, bool]:
         return text, False
     head = data[:max_bytes].decode("utf-8", "ignore")
     return head + TRUNCATION_MARKER.format(n=len(data) - max_bytes), True
+
+
+TMPFS_PAGE_BYTES = 4096
+
+
+def workdir_space_problems(files: Mapping[str, str], program: str, limits: Limits) -> list[tuple[str, str]]:
+    """``[("files", problem)]`` if the files and the program cannot fit the work directory's tmpfs.
+
+    Counts what the request itself writes: its bytes in whole pages against ``limits.workdir_mb`` and
+    one inode per file, directory, the program and the root against ``limits.workdir_inodes``. A lower
+    bound (compilers and the program write more), so that a request that can never fit is the caller's
+    error, not a ``sandbox_error`` from the harness.
+    """
+    texts = [*files.values(), program]
+    pages = sum(-(-len(text.encode("utf-8", "surrogatepass")) // TMPFS_PAGE_BYTES) for text in texts)
+    need_kib, have_kib = pages * TMPFS_PAGE_BYTES // 1024, limits.workdir_mb * 1024
+    if need_kib > have_kib:
+        return [("files", f"need {need_kib} KiB of the work directory with the program ({have_kib} KiB); raise "
+                          f"limits.workdir_mb (now {limits.workdir_mb}) or send less")]  # fmt: skip
+    directories = {path.rsplit("/", 1)[0] for path in files if "/" in path}
+    directories |= {d.rsplit("/", k)[0] for d in directories for k in range(1, d.count("/") + 1)}
+    inodes = len(files) + len(directories) + 2  # + the program and the root directory
+    if inodes > limits.workdir_inodes:
+        return [("files", f"need {inodes} inodes (files, directories, the program, the root); raise "
+                          f"limits.workdir_inodes (now {limits.workdir_inodes}) or send fewer files")]  # fmt: skip
+    return []
