@@ -8,10 +8,15 @@ SIGKILLs pid 1 early, which the parent took for a kill from outside.
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+
 import pytest
 from security_helpers import assert_no_survivors, py
 
 from execrl.sandbox import CallTest, CodeTest, Sandbox, Verdict
+from execrl.sandbox.pool import WorkerPool
 
 # Each lowers a limit of the harness (pid 1) the harness needs for the next test, then the first test
 # dies, so the harness must open pipes and fork again.
@@ -45,8 +50,9 @@ def test_prlimit_cannot_reach_the_harness(sandbox: Sandbox, limit: str) -> None:
 
 
 def test_prlimit_on_the_harness_is_refused_even_by_pid(sandbox: Sandbox) -> None:
-    """The filter allows prlimit only on the caller (pid 0); the kernel would refuse the harness anyway
-    (another effective uid). Reading or setting one's own limits keeps working."""
+    """The filter allows prlimit (and setpriority, CPU affinity) only on the caller (pid 0); the kernel
+    would refuse prlimit on the harness anyway (another effective uid). One's own limits and priority
+    keep working."""
     program = (
         "import os, resource\n"
         "for pid in (1, os.getpid()):\n"
@@ -55,6 +61,14 @@ def test_prlimit_on_the_harness_is_refused_even_by_pid(sandbox: Sandbox) -> None
         "        print(pid == 1, 'OK')\n"
         "    except OSError as exc:\n"
         "        print(pid == 1, exc.errno)\n"
+        "for name, call in (('priority', lambda: os.setpriority(os.PRIO_PROCESS, 1, 19)),\n"
+        "                   ('affinity', lambda: os.sched_setaffinity(1, {0}))):\n"
+        "    try:\n"
+        "        call()\n"
+        "        print(name, 'OK')\n"
+        "    except OSError as exc:\n"
+        "        print(name, exc.errno)\n"
+        "os.setpriority(os.PRIO_PROCESS, 0, 1)\n"
         "resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))\n"
         "print(resource.getrlimit(resource.RLIMIT_NOFILE))\n"
         "harness = [l.split()[1:] for l in open('/proc/1/status') if l.startswith('Uid:')][0]\n"
@@ -63,7 +77,7 @@ def test_prlimit_on_the_harness_is_refused_even_by_pid(sandbox: Sandbox) -> None
     result = sandbox.run(py(program))
     assert result.verdict is Verdict.PASSED
     # The harness keeps the candidate's uid as its real uid (to kill its processes) but acts as another.
-    assert result.stdout == "True 1\nFalse 1\n(32, 32)\nharness uids True True\n"
+    assert result.stdout == "True 1\nFalse 1\npriority 1\naffinity 1\n(32, 32)\nharness uids True True\n"
 
 
 OWN_CPU_LIMIT = "import resource\nresource.setrlimit(resource.RLIMIT_CPU, ({soft}, {hard}))\n"
@@ -95,20 +109,18 @@ def test_own_cpu_rlimit_in_a_forked_candidate_is_the_programs_failure(sandbox: S
 def test_a_kill_from_outside_is_still_a_sandbox_error(sandbox: Sandbox) -> None:
     """The other side of the rule: pid 1 SIGKILLed by the host, with the CPU limit the harness gave it,
     stays ``sandbox_error`` (the candidate cannot do that: the kernel drops its SIGKILL to pid 1)."""
-    import os
-    import signal
-    import threading
-
-    from execrl.sandbox.pool import WorkerPool
-
     pool = sandbox._pool
     acquire = WorkerPool.acquire
     killed: list[int] = []
 
     def acquire_and_kill_later(self: WorkerPool, *args: object, **kwargs: object) -> object:
         worker = acquire(self, *args, **kwargs)  # type: ignore[arg-type]
-        timer = threading.Timer(0.3, lambda: (os.kill(worker.pid, signal.SIGKILL), killed.append(1)))
-        timer.start()
+
+        def kill_from_the_host() -> None:
+            os.kill(worker.pid, signal.SIGKILL)
+            killed.append(1)
+
+        threading.Timer(0.3, kill_from_the_host).start()
         return worker
 
     program = "def f():\n    while True:\n        pass\n"

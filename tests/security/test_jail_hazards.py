@@ -8,25 +8,16 @@ import os
 import time
 
 import pytest
-from security_helpers import assert_no_survivors, py
+from security_helpers import PROBE, assert_no_survivors, py
 
 from execrl.sandbox import ExecutionRequest, Limits, Sandbox, Verdict
 from execrl.sandbox.fusion import parse_run_code
 from execrl.sandbox.pool import SRC_DIR
 
-PROBE = """
-import errno, os
-def probe(label, fn):
-    try:
-        fn()
-        print(label, "OK")
-    except OSError as exc:
-        print(label, errno.errorcode.get(exc.errno, exc.errno))
-"""
-
 
 def _cpp(program: str, **limits: float) -> ExecutionRequest:
-    return ExecutionRequest(language="cpp", program=program, limits=Limits(**limits))  # type: ignore[arg-type]
+    limited = Limits(**limits)  # type: ignore[arg-type]
+    return ExecutionRequest(language="cpp", program=program, limits=limited)
 
 
 @pytest.mark.parametrize("path", ["/proc/self/fd/1", "/dev/stdout"])
@@ -156,7 +147,8 @@ def test_fcntl_on_descriptors_still_works(sandbox: Sandbox) -> None:
         "import fcntl, os, subprocess\n"
         "r, w = os.pipe()\n"
         "fcntl.fcntl(r, fcntl.F_SETFL, os.O_NONBLOCK)\n"
-        "print(bool(fcntl.fcntl(r, fcntl.F_GETFL) & os.O_NONBLOCK), fcntl.fcntl(r, fcntl.F_DUPFD_CLOEXEC, 10) >= 10)\n"
+        "nonblocking = bool(fcntl.fcntl(r, fcntl.F_GETFL) & os.O_NONBLOCK)\n"
+        "print(nonblocking, fcntl.fcntl(r, fcntl.F_DUPFD_CLOEXEC, 10) >= 10)\n"
         "print(subprocess.run(['/bin/echo', 'ok'], capture_output=True, text=True).stdout.strip())\n"
     )
     result = sandbox.run(py(program))

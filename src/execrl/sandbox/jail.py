@@ -11,15 +11,16 @@ Sequence for the strict ("namespace") backend, all with direct system calls:
    (``linux.clone_process``), inheriting its slot's empty network namespace (made once per slot, see
    ``make_network_namespaces``): ``P`` is pid 1 of its pid namespace and its mount namespace is a private
    copy of the skeleton, on which it mounts a fresh ``/proc`` of its pid namespace (``subset=pid``: no
-   host-wide files) and the work directory
-   ``/tmp``: a tmpfs of its own with ``size=`` and ``nr_inodes=`` (owned by the sandbox uid; also
-   ``$HOME``). The parent moves ``P`` into its slot's cgroups before handing it a job.
+   host-wide files) and the work directory ``/tmp``: a tmpfs of its own with ``size=`` and
+   ``nr_inodes=`` (owned by the sandbox uid; also ``$HOME``). The parent moves ``P`` into its slot's
+   cgroups before handing it a job.
 3. Privileges: raise-able rlimits are capped (core 0), the capability bounding set is emptied, groups
    cleared, uid/gid set to the slot's own unprivileged id (one per concurrent sandbox, so RLIMIT_NPROC
    and signals cannot reach a neighbour), with the pool's harness uid as effective and saved uid until
-   the candidate's process drops it (``_drop_privileges``), all capabilities cleared, ``PR_SET_NO_NEW_PRIVS`` (setuid bits
-   and file capabilities stop working), ``PR_SET_DUMPABLE=0`` (the candidate cannot open
-   ``/proc/1/fd``/``mem`` of the harness) and the seccomp filter (``seccomp.py``) is installed.
+   the candidate's process drops it (``_drop_privileges``), all capabilities cleared,
+   ``PR_SET_NO_NEW_PRIVS`` (setuid bits and file capabilities stop working), ``PR_SET_DUMPABLE=0`` (the
+   candidate cannot open ``/proc/1/fd``/``mem`` of the harness) and the seccomp filter (``seccomp.py``)
+   is installed.
 
 No user namespace: we are root already, so mapping ids would only cost a few writes per sandbox and add
 attack surface (user-namespace-gated kernel code); the unprivileged uid and the empty bounding set give
@@ -223,9 +224,10 @@ def _drop_privileges(spec: JailSpec) -> None:
 
     The harness keeps the candidate's uid as its real uid (so it may signal and kill the candidate's
     processes, and set their uid for good: ``child._prelude``) but runs with the harness uid as its
-    effective and saved uid: the kernel lets a process change another's rlimits (``prlimit``),
-    priority or CPU affinity only when the caller's uid matches the target's effective uid, so the
-    candidate cannot reach the harness with them (seccomp refuses them too)."""
+    effective and saved uid: the kernel lets a process change another's rlimits (``prlimit``) only when
+    the caller's uid matches all of the target's uids, so the candidate cannot lower the harness's
+    limits (seccomp refuses it too, and, which the uid alone would not, ``setpriority`` and CPU
+    affinity on any process but the caller)."""
     os.setgroups([])
     os.setresgid(spec.uid, spec.uid, spec.uid)
     os.setresuid(spec.uid, spec.harness_uid, spec.harness_uid)

@@ -17,9 +17,10 @@ Program layout (every jump is forward, as cBPF requires; ``_rule`` computes the 
    pointer BPF cannot read; the C library then falls back to ``clone``).
 6. Calls that act on another process's limits or scheduling are allowed only on the caller itself
    (pid/who 0): ``prlimit64``, ``setpriority``, ``sched_setaffinity``/``setscheduler``/``setparam``/
-   ``setattr``, ``ioprio_set``; else EPERM. The harness runs under another effective uid, so the kernel
-   refuses these anyway; the filter says the same without relying on it (``resource.prlimit`` with the
-   caller's own pid instead of 0 is refused too). ``setrlimit``, ``os.nice`` work as usual.
+   ``setattr``, ``ioprio_set``; else EPERM. The kernel alone would refuse ``prlimit`` on the harness (it
+   runs under another effective uid) but not the others (they only compare the caller's effective uid
+   with the target's real one, which the harness shares with the candidate). ``resource.prlimit`` with
+   the caller's own pid instead of 0 is refused too; ``setrlimit``, ``os.nice`` work as usual.
 7. File locks and change notification, the channels shared read-only files would open between
    concurrent sandboxes (and the host): ``flock`` and ``fcntl`` lock commands (``F_GETLK``,
    ``F_SETLK(W)``, the ``F_OFD_*`` twins) -> ENOLCK, the errno a file system without locking gives;
@@ -27,6 +28,10 @@ Program layout (every jump is forward, as cBPF requires; ``_rule`` computes the 
    are in the deny list. BPF cannot see which file a descriptor names, so locks on the sandbox's own
    files are refused too (a program that locks its own files, e.g. SQLite on a file, fails).
 8. Denied syscalls (``DENIED_SYSCALLS``) -> EPERM. Everything else is allowed.
+
+Cost: a syscall whose outcome does not depend on its arguments never runs the filter (the kernel's
+seccomp action cache); those with argument rules measured about 10 ns more with rules 3-7 than before
+them (``fcntl``: 362 -> 371 ns per call, ``getppid``: 263 -> 270 ns; noise of the same size).
 """
 
 from __future__ import annotations

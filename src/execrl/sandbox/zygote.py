@@ -254,7 +254,7 @@ def bootstrap_code(src_dir: str, sock_fd: int, isolate: bool, python_prefix: str
     files, put stdin back on ``/dev/null``, then ``main``."""
     return (
         "import os, sys, types\n"
-        "os.dup2(os.open(os.devnull, os.O_RDONLY), 0)\n"
+        "null = os.open(os.devnull, os.O_RDONLY); os.dup2(null, 0); os.close(null)\n"
         f"for name, path in (('execrl', {src_dir + '/execrl'!r}), ('execrl.sandbox', {src_dir + '/execrl/sandbox'!r})):\n"
         "    module = types.ModuleType(name); module.__path__ = [path]; sys.modules[name] = module\n"
         "from execrl.sandbox.zygote import main\n"
