@@ -155,8 +155,13 @@ class WorkerPool:
             cwd="/",
         )
         assert self.process.stdin is not None
-        with self.process.stdin:  # far below a pipe's buffer: never blocks
-            self.process.stdin.write(code.encode())
+        try:
+            with self.process.stdin:  # far below a pipe's buffer: never blocks
+                self.process.stdin.write(code.encode())
+        except BrokenPipeError as exc:
+            child_sock.close()
+            parent_sock.close()
+            raise SandboxFailure(f"the zygote exited before reading its code ({base_python()})") from exc
         child_sock.close()
         self.sock = parent_sock
         self.reader = threading.Thread(
