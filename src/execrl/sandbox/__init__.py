@@ -43,8 +43,11 @@ Limits, stated plainly: the kernel is shared, so it is not a boundary against ke
 tier for hostile multi-tenant use); the filter is a deny list, not an allow list; timing side channels
 through shared caches and the page cache of the shared files remain; ``/proc/self`` and the sandbox's
 own pids are visible (``/proc/self/mountinfo`` names the bound host directories, which the sandbox sees
-anyway); a program cannot lock even its own files (SQLite on a file fails) nor use
-``resource.prlimit`` with its own pid instead of 0; assert-style tests whose shape is not rewritten run
+anyway, and the block device and size of the host's devtmpfs behind them; ``/proc/self/cgroup`` names
+the slot's cgroup, ``execrl-<host pid of the owning process>-<n>/slot<k>``); the harness's modules,
+which the candidate finds in ``sys.modules``, carry the host's source directory in ``__file__``; a
+program cannot lock even its own files (SQLite on a file fails) nor use ``resource.prlimit`` with its
+own pid instead of 0; assert-style tests whose shape is not rewritten run
 in the candidate's process and remain forgeable by code written against this harness (prefer
 ``CallTest``/``IOTest`` for adversarial RL); a SIGKILL from outside pid 1 after the program lowered its
 own CPU limit is counted as the program's; CPU time of a busy host still affects wall-clock limits.
