@@ -53,7 +53,11 @@ def _prelude(
     limits: dict[str, Any],
     new_session: bool = True,
 ) -> None:
-    """Trusted set-up before any candidate byte runs: fds, stdin, rlimits (lowering is allowed unprivileged)."""
+    """Trusted set-up before any candidate byte runs: the candidate's uid for good (the harness runs with
+    its own effective uid, ``jail._drop_privileges``), fds, stdin, rlimits (lowering is allowed
+    unprivileged)."""
+    uid = os.getuid()
+    os.setresuid(uid, uid, uid)
     if new_session:  # pid 1 of the sandbox (inline runs) already leads its own session
         os.setsid()
     if stdin_data:  # else stdin stays the harness's /dev/null, which reads as empty just the same
@@ -70,8 +74,7 @@ def _prelude(
             os.closerange(low, fd)
         low = fd + 1
     os.closerange(low, ALL_FDS)
-    cpu = max(1, math.ceil(cpu_left_s))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_CPU, cpu_rlimit(cpu_left_s))
     for which, value in (
         (resource.RLIMIT_FSIZE, int(limits["max_file_mb"]) << 20),
         (resource.RLIMIT_NOFILE, int(limits["max_open_files"])),
@@ -80,6 +83,13 @@ def _prelude(
         hard = resource.getrlimit(which)[1]
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(which, (value, value))
+
+
+def cpu_rlimit(cpu_left_s: float) -> tuple[int, int]:
+    """RLIMIT_CPU (soft, hard) of a candidate process with ``cpu_left_s`` of the budget left: SIGXCPU at
+    the budget (whole seconds), SIGKILL a second later."""
+    cpu = max(1, math.ceil(cpu_left_s))
+    return cpu, cpu + 1
 
 
 def _prelude_failed(exc: BaseException) -> NoReturn:

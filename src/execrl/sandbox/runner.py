@@ -24,10 +24,10 @@ from typing import Any
 
 from execrl.sandbox import harness
 from execrl.sandbox.cgroups import CgroupSlot
-from execrl.sandbox.child import write_all
+from execrl.sandbox.child import cpu_rlimit, write_all
 from execrl.sandbox.errors import InvalidRequestError, SandboxFailure
 from execrl.sandbox.languages import Language
-from execrl.sandbox.pool import Worker
+from execrl.sandbox.pool import Worker, WorkerExit
 from execrl.sandbox.types import CallTest, CodeTest, ExecutionRequest, IOTest, Verdict
 
 WALL_GRACE_S = 0.25
@@ -74,7 +74,7 @@ def build_job(request: ExecutionRequest, language: Language) -> bytes:
     program_path = request.program_path or language.default_path
     limits = request.limits
     job = {
-        "language": language.job_spec(program_path),
+        "language": language.job_spec(program_path, limits.compile_timeout_s),
         "program": request.program,
         "program_path": program_path,
         "files": dict(request.files),
@@ -133,8 +133,15 @@ def _wait_ready(worker: Worker, lines: _Lines) -> tuple[dict[str, Any], list[dic
         return first, records[1:]
 
 
-WaitExit = Callable[[Worker, float], "int | None"]
+WaitExit = Callable[[Worker, float], "WorkerExit | None"]
 EXIT_REPORT_S = 5.0  # how long the zygote may take to report a dead worker's status
+
+
+def _own_cpu_rlimit(ended: WorkerExit, cpu_time_s: float) -> bool:
+    """Whether pid 1 died with a hard CPU rlimit below the one the harness gave it: the program lowered
+    it (which needs no privilege), so a SIGKILL can be the kernel's at that limit, even at once for 0.
+    Then the death is the program's own doing (``runtime_error``), never a kill from outside."""
+    return ended.cpu_hard_s is not None and ended.cpu_hard_s < cpu_rlimit(cpu_time_s)[1]
 
 
 class _Relay:
@@ -216,22 +223,25 @@ class Driver:
         assert self.group is not None and self.wait_exit is not None
         limits = self.request.limits
         wall_left_s = start + limits.timeout_s + WALL_GRACE_S - time.monotonic()
-        status = self.wait_exit(self.worker, max(0.0, wall_left_s))
-        if status is None:
+        ended = self.wait_exit(self.worker, max(0.0, wall_left_s))
+        if ended is None:
             self.kill("wall")
-            status = self.wait_exit(self.worker, EXIT_REPORT_S)
-        if status is None:
+            ended = self.wait_exit(self.worker, EXIT_REPORT_S)
+        if ended is None:
             raise SandboxFailure(f"no exit status for worker {self.worker.pid} from the zygote")
+        status = ended.status
         cpu_s = self.slot.cpu_time_s() if self.slot is not None else 0.0
         if (
             os.WIFSIGNALED(status)
             and os.WTERMSIG(status) == signal.SIGKILL
             and self.state.kill_reason is None
             and cpu_s < limits.cpu_time_s - 0.01
+            and not _own_cpu_rlimit(ended, limits.cpu_time_s)
         ):
             # Killed from outside, not by the candidate: the kernel drops SIGKILL sent to pid 1 from inside
-            # its namespace, and the kernel's own kills (OOM, the CPU rlimit) are told apart by the cgroup's
-            # counters. Left unreported: ``Judge.unreported`` makes it memory_limit or sandbox_error.
+            # its namespace, and the kernel's own kills (OOM, the CPU rlimit the program may have lowered
+            # itself) are told apart by the cgroup's counters and the rlimit it died with. Left
+            # unreported: ``Judge.unreported`` makes it memory_limit or sandbox_error.
             return
         group = self.group
         fields: dict[str, Any] = {
@@ -253,7 +263,8 @@ class Driver:
 
     def _loop(self, start: float, judge: Any) -> None:
         limits = self.request.limits
-        wall_deadline = start + limits.timeout_s + self.language.compile_timeout_s + WALL_GRACE_S
+        compile_s = self.language.compile_limit_s(limits.compile_timeout_s)
+        wall_deadline = start + limits.timeout_s + compile_s + WALL_GRACE_S
         streams = {self.worker.res_r: "res", self.worker.out_r: "out", self.worker.err_r: "err"}
         poller = select.poll()  # not select(): descriptors above 1024 are common in big parents
         for fd in streams:
@@ -282,8 +293,8 @@ class Driver:
             if self.slot is not None and self.state.kill_reason is None and now - last_cpu_poll >= CPU_POLL_S:
                 last_cpu_poll = now
                 budget = limits.cpu_time_s + self.state.compile_cpu_s + CPU_GRACE_S
-                if not self._compiled() and self.language.compile_argv:
-                    budget += self.language.compile_timeout_s
+                if not self._compiled():
+                    budget += compile_s
                 if self.slot.cpu_time_s() > budget:
                     self.kill("cpu")
 
