@@ -59,4 +59,3 @@ class MixtureSampler:
         order = list(range(len(tasks)))
         random.Random(f"{self.seed}:order:{name}:{epoch}").shuffle(order)
         return tasks[order[offset]]
-

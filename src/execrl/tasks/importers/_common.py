@@ -8,7 +8,7 @@ from typing import Any
 
 from execrl.sandbox.types import CodeTest, IOTest
 from execrl.tasks.schema import Task
-from execrl.tasks.serialize import FieldReader, Problem, task_problems
+from execrl.tasks.serialize import FieldReader, Problem, identifier_problem, task_problems
 from execrl.tasks.storage import PathLike, convert_file
 
 STDIO_INSTRUCTION = (
@@ -57,6 +57,19 @@ def call_test(
         f"assert _got == _expected{alt}, f'expected {{_expected!r}}, got {{_got!r}}'\n"
     )
     return CodeTest(name=name, code=code)
+
+
+def function_name(row: FieldReader, path: str, value: Any) -> str | None:
+    """``value`` when it is a Python identifier (it is pasted into test code), else None and a problem.
+
+    A row's function name is data, and data pasted into code is code: ``f(0) or True and f`` as a name
+    would make every test pass whatever the completion returns (issue 14, class 3).
+    """
+    why = identifier_problem(value)
+    if why is not None:
+        row.problems.append((path, why))
+        return None
+    return str(value)
 
 
 def candidate_expr(function_name: str, starter_code: str) -> str:

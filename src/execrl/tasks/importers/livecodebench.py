@@ -26,6 +26,7 @@ from execrl.tasks.importers._common import (
     candidate_expr,
     difficulty_from,
     fence,
+    function_name,
     import_rows,
     json_field,
 )
@@ -93,7 +94,9 @@ def _lcb_row(row: FieldReader, split: Split) -> Task | None:
     if row.problems:
         return None
     func_name = meta.get("func_name")
-    candidate = candidate_expr(func_name, starter) if isinstance(func_name, str) else None
+    if func_name is not None and function_name(row, "metadata.func_name", func_name) is None:
+        return None
+    candidate = candidate_expr(func_name, starter) if func_name is not None else None
     groups = (("public_test_cases", "public", public), ("private_test_cases", "private", private))
     made = {
         prefix: [_case_test(row, f"{key}[{i}]", c, f"{prefix}_{i}", candidate) for i, c in enumerate(cases)]
