@@ -63,7 +63,7 @@ def regular_file(path: str | os.PathLike[str], what: str = "file") -> Path:
     """``path`` as a ``Path`` when it is an existing regular file (symlinks to one allowed), else raise."""
     p = Path(path)
     if not p.exists():
-        raise InputFileError(f"{p}: no such {what}")
+        raise InputFileError(f"{p}: not found (no such {what})")
     if p.is_dir():
         raise InputFileError(f"{p}: is a directory, expected a {what}")
     if not p.is_file():
