@@ -85,7 +85,10 @@ class RunTelemetry:
         return decision
 
     def close(self) -> None:
-        self.logger.close()
+        try:
+            self.alarms.close()
+        finally:
+            self.logger.close()
 
     def __enter__(self) -> RunTelemetry:
         return self
