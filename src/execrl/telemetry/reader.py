@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from execrl.inputs import json_value
 from execrl.telemetry.records import MetricRow, decode_line
 
 __all__ = ["JsonlTail", "merge_rows", "read_alarms", "read_metrics"]
@@ -68,12 +69,18 @@ def merge_rows(rows: list[MetricRow]) -> list[MetricRow]:
     return [by_step[s] for s in sorted(by_step)]
 
 
+MAX_LINE_BYTES = 8 << 20  # a metrics or alarm line is < 10 kB; a longer one is skipped, not buffered
+
+
 @dataclass
 class JsonlTail:
     """Incremental reader of one JSONL file: ``poll()`` returns the complete new lines since last time.
 
-    Malformed lines are logged and skipped (a monitor must keep running while a run writes), and counted
-    in ``skipped_lines`` so the page can show that something is off.
+    Each line is parsed on its own and the offset only ever moves past complete lines, so one bad line
+    costs that line and nothing else: malformed JSON, text that is not UTF-8, JSON nested deeper than
+    ``execrl.inputs`` allows, a value that is not an object, or a line over ``MAX_LINE_BYTES`` (read
+    past in bounded pieces, never held whole) is logged, skipped and counted in ``skipped_lines`` so the
+    page can show that something is off. A monitor must keep running while a run writes.
     """
 
     path: Path
@@ -81,6 +88,7 @@ class JsonlTail:
     generation: int = 0
     skipped_lines: int = 0
     _ino: int | None = field(default=None, repr=False)
+    _in_long_line: bool = field(default=False, repr=False)
 
     def poll(self) -> list[dict[str, Any]]:
         try:
@@ -90,31 +98,52 @@ class JsonlTail:
         if stat.st_size < self.offset or (self._ino is not None and stat.st_ino != self._ino):
             self.offset = 0  # truncated or replaced (resume rewrote it): start over
             self.generation += 1
+            self._in_long_line = False
         self._ino = stat.st_ino
-        if stat.st_size == self.offset:
-            return []
+        out: list[dict[str, Any]] = []
         with self.path.open("rb") as fh:
-            fh.seek(self.offset)
-            chunk = fh.read(stat.st_size - self.offset)
+            while self.offset < stat.st_size:
+                fh.seek(self.offset)
+                chunk = fh.read(min(MAX_LINE_BYTES, stat.st_size - self.offset))
+                if not self._consume(chunk, out):
+                    break
+        return out
+
+    def _consume(self, chunk: bytes, out: list[dict[str, Any]]) -> bool:
+        """Take the complete lines of ``chunk``; False when it ends inside a line still being written."""
         end = chunk.rfind(b"\n")
         if end < 0:
-            return []  # only a partial line so far
-        self.offset += end + 1
-        return self._parse(chunk[: end + 1])
+            if len(chunk) < MAX_LINE_BYTES:
+                return False  # only a partial line so far
+            if not self._in_long_line:
+                self._skip(f"line longer than {MAX_LINE_BYTES} bytes")
+            self._in_long_line = True
+            self.offset += len(chunk)
+            return True
+        for raw in chunk[:end].split(b"\n"):  # each followed by its newline
+            if self._in_long_line:  # the tail of a skipped long line
+                self._in_long_line = False
+            elif raw.strip():
+                obj = self._parse_line(raw)
+                if obj is not None:
+                    out.append(obj)
+            self.offset += len(raw) + 1
+        return True
 
-    def _parse(self, data: bytes) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for raw in data.splitlines():
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                self.skipped_lines += 1
-                _log.warning("%s: skipping malformed line (%s)", self.path, exc)
-                continue
-            if isinstance(obj, dict):
-                out.append(obj)
-            else:
-                self.skipped_lines += 1
-        return out
+    def _parse_line(self, raw: bytes) -> dict[str, Any] | None:
+        try:
+            obj = json_value(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            self._skip("not UTF-8 text")
+            return None
+        except ValueError as exc:
+            self._skip(str(exc))
+            return None
+        if not isinstance(obj, dict):
+            self._skip(f"a JSON {type(obj).__name__}, not an object")
+            return None
+        return obj
+
+    def _skip(self, why: str) -> None:
+        self.skipped_lines += 1
+        _log.warning("%s: skipping a malformed line at byte %d (%s)", self.path, self.offset, why)
