@@ -14,9 +14,13 @@ reported here), so a value within the cap is fully parsed before being refused.
 
 from __future__ import annotations
 
+import argparse
 import json
+import lzma
+import math
 import os
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,9 +30,12 @@ __all__ = [
     "DEFAULT_LIMITS",
     "InputFileError",
     "ReadLimits",
+    "float_in",
+    "positive_int",
     "iter_lines",
     "json_value",
     "read_capped",
+    "read_chunk",
     "read_text_file",
     "regular_file",
 ]
@@ -82,6 +89,15 @@ def _decode(raw: bytes, name: str, line_no: int) -> str:
         ) from None
 
 
+def read_chunk(handle: BinaryReader, size: int, name: str, line_no: int) -> bytes:
+    """``handle.read(size)``; a corrupt or truncated compressed stream, or an I/O error, names the file."""
+    try:
+        return handle.read(size)
+    except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
+        where = f"{name}:{line_no}" if line_no else name
+        raise InputFileError(f"{where}: cannot read or decompress ({type(exc).__name__}: {exc})") from None
+
+
 def iter_lines(
     handle: BinaryReader, name: str, limits: ReadLimits = DEFAULT_LIMITS
 ) -> Iterator[tuple[int, str]]:
@@ -92,7 +108,7 @@ def iter_lines(
     """
     pending: list[bytes] = []
     pending_bytes, total, line_no = 0, 0, 0
-    while chunk := handle.read(_CHUNK_BYTES):
+    while chunk := read_chunk(handle, _CHUNK_BYTES, name, line_no + 1):
         total += len(chunk)
         if total > limits.max_total_bytes:
             raise InputFileError(
@@ -134,7 +150,9 @@ def _line_too_long(name: str, line_no: int, limits: ReadLimits) -> InputFileErro
 def read_capped(handle: BinaryReader, name: str, max_bytes: int) -> str:
     """The whole (decompressed) stream as UTF-8 text, refusing more than ``max_bytes``."""
     parts, size = [], 0
-    while size <= max_bytes and (part := handle.read(min(_CHUNK_BYTES, max_bytes + 1 - size))):
+    while size <= max_bytes and (
+        part := read_chunk(handle, min(_CHUNK_BYTES, max_bytes + 1 - size), name, 0)
+    ):
         parts.append(part)
         size += len(part)
     data = b"".join(parts)
@@ -192,3 +210,29 @@ def json_value(text: str, max_depth: int = DEFAULT_LIMITS.max_json_depth) -> Any
     if _too_deep(value, max_depth):
         raise ValueError(f"JSON nested deeper than {max_depth} levels")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: an integer >= 1 (``--limit 0`` or ``-1`` would silently drop tasks)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def float_in(low: float, high: float) -> Callable[[str], float]:
+    """An ``argparse`` type: a finite float in ``[low, high]`` (no NaN, no infinity)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(f"expected a number in [{low:g}, {high:g}], got {text}")
+        return value
+
+    return parse

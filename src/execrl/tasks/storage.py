@@ -26,6 +26,7 @@ from execrl.inputs import (
     iter_lines,
     json_value,
     read_capped,
+    read_chunk,
 )
 from execrl.tasks.errors import FieldError, TaskFileNotFoundError, TaskSourceError, TaskValidationError
 from execrl.tasks.schema import Task
@@ -109,9 +110,9 @@ def _stem_suffix(name: str) -> str:
 class _Prefixed:
     """A binary stream whose first bytes were read ahead (to tell a JSON array from JSON Lines)."""
 
-    def __init__(self, handle: IO[bytes]) -> None:
+    def __init__(self, handle: IO[bytes], name: str) -> None:
         self._handle = handle
-        self.head = handle.read(4096)
+        self.head = read_chunk(handle, 4096, name, 1)
         self._pos = 0
 
     def read(self, size: int = -1) -> bytes:
@@ -150,7 +151,7 @@ def iter_raw_rows(url: PathLike, *, limits: ReadLimits = DEFAULT_LIMITS) -> Iter
     name = os.fspath(url)
     with open_url(url, "rb") as handle:
         try:
-            stream = _Prefixed(handle)
+            stream = _Prefixed(handle, name)
             if _stem_suffix(name) == ".json" and stream.head.lstrip()[:1] == b"[":
                 yield from _array_rows(name, stream, limits)
                 return

@@ -8,50 +8,67 @@ so the tail reader only consumes up to the last newline. When a resumed run trun
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from execrl.inputs import json_value
-from execrl.telemetry.records import MetricRow, decode_line
+from execrl.inputs import InputFileError, iter_lines, json_value, regular_file
+from execrl.telemetry.records import MetricRow, decode_obj
 
 __all__ = ["JsonlTail", "merge_rows", "read_alarms", "read_metrics"]
 
 _log = logging.getLogger(__name__)
 
 
-def read_metrics(run_dir: str | Path) -> list[MetricRow]:
-    """All rows of ``run_dir/metrics.jsonl``; raises naming file and line on a malformed line."""
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist; is {run_dir} a run directory?")
-    rows: list[MetricRow] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
+def _run_file(run_dir: str | Path, name: str) -> Path:
+    run = Path(run_dir)
+    if not run.is_dir():
+        what = "does not exist" if not run.exists() else "is not a directory"
+        raise InputFileError(f"{run}: {what}; pass the run directory of a training run")
+    return regular_file(run / name, f"{name} (is {run} a run directory?)")
+
+
+def _json_lines(path: Path, what: str) -> Iterator[tuple[int, Any]]:
+    """``(line, value)`` of each non-blank line, streamed; any problem raises naming ``path:line``."""
+    with path.open("rb") as fh:
+        for lineno, line in iter_lines(fh, str(path)):
             try:
-                rows.append(decode_line(line))
+                yield lineno, json_value(line)
             except ValueError as exc:
-                raise ValueError(f"{path}:{lineno}: malformed metrics line: {exc}") from exc
+                raise InputFileError(f"{path}:{lineno}: malformed {what} line: {exc}") from None
+
+
+def read_metrics(run_dir: str | Path) -> list[MetricRow]:
+    """All rows of ``run_dir/metrics.jsonl``; raises ``InputFileError`` naming file and line.
+
+    A missing directory or file, a directory in its place, binary or non-UTF-8 text, a line over the
+    caps of ``execrl.inputs``, JSON nested too deeply, a line without an integer step: all one-line
+    errors (``execrl compare`` turns them into exit status 2).
+    """
+    path = _run_file(run_dir, "metrics.jsonl")
+    rows: list[MetricRow] = []
+    for lineno, value in _json_lines(path, "metrics"):
+        if not isinstance(value, dict):
+            raise InputFileError(f"{path}:{lineno}: malformed metrics line: not a JSON object")
+        try:
+            rows.append(decode_obj(value))
+        except ValueError as exc:
+            raise InputFileError(f"{path}:{lineno}: malformed metrics line: {exc}") from None
     return rows
 
 
 def read_alarms(run_dir: str | Path) -> list[dict[str, Any]]:
     """All fired alarms of a run (empty when ``alarms.jsonl`` does not exist)."""
-    path = Path(run_dir) / "alarms.jsonl"
-    if not path.exists():
+    if not (Path(run_dir) / "alarms.jsonl").exists():
         return []
+    path = _run_file(run_dir, "alarms.jsonl")
     out: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{lineno}: malformed alarm line: {exc}") from exc
+    for lineno, value in _json_lines(path, "alarm"):
+        if not isinstance(value, dict):
+            raise InputFileError(f"{path}:{lineno}: malformed alarm line: not a JSON object")
+        out.append(value)
     return out
 
 
