@@ -59,3 +59,4 @@ class MixtureSampler:
         order = list(range(len(tasks)))
         random.Random(f"{self.seed}:order:{name}:{epoch}").shuffle(order)
         return tasks[order[offset]]
+

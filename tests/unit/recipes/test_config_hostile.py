@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+import execrl
 from execrl.config import ConfigError, load_config, to_toml, validate_config
 
-SRC = str(Path(__file__).resolve().parents[3] / "src")
+SRC = str(Path(execrl.__file__).resolve().parents[1])  # the execrl under test, for subprocesses
 
 
 def _every_code_point() -> list[str]:

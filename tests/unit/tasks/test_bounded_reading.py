@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from execrl.inputs import ReadLimits
+import execrl
 from execrl.tasks import TaskSourceError, TaskValidationError
 from execrl.tasks.storage import iter_raw_rows, load_tasks
 
-SRC = str(Path(__file__).resolve().parents[3] / "src")
+SRC = str(Path(execrl.__file__).resolve().parents[1])  # the execrl under test, for subprocesses
 MEMBER_BYTES = 1 << 20
 
 
@@ -81,6 +81,8 @@ def _task_line(task_id: str) -> str:
 
 
 def test_line_cap_names_file_and_line(tmp_path: Path) -> None:
+    from execrl.inputs import ReadLimits
+
     path = tmp_path / "t.jsonl"
     path.write_text(_task_line("a") + "\n" + _task_line("b" * 500) + "\n")
     with pytest.raises(TaskSourceError, match=rf"{path}:2: line longer than 300 bytes"):
@@ -88,6 +90,8 @@ def test_line_cap_names_file_and_line(tmp_path: Path) -> None:
 
 
 def test_total_cap_counts_decompressed_bytes(tmp_path: Path) -> None:
+    from execrl.inputs import ReadLimits
+
     path = tmp_path / "t.jsonl.gz"
     path.write_bytes(gzip.compress(("\n".join(_task_line(str(i)) for i in range(100)) + "\n").encode()))
     limits = ReadLimits(max_total_bytes=4000)
@@ -133,6 +137,8 @@ def test_directory_and_missing_paths_are_source_errors(tmp_path: Path) -> None:
 
 
 def test_json_array_file_is_capped_and_depth_checked(tmp_path: Path) -> None:
+    from execrl.inputs import ReadLimits
+
     path = tmp_path / "rows.json"
     path.write_text("[" + ",".join(_task_line(str(i)) for i in range(3)) + "]")
     assert [t.id for t in load_tasks(path)] == ["0", "1", "2"]
