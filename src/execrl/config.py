@@ -180,6 +180,17 @@ class SandboxSection(_Section):
     timeout_s: float = Field(5.0, ge=0.01, le=3600, description="wall and CPU limit per program")
     memory_mb: int = Field(256, ge=16, le=65536, description="the sandbox's own bounds (sandbox.Limits)")
 
+    @field_validator("backend")
+    @classmethod
+    def _backend_known(cls, value: str) -> str:
+        from execrl.sandbox.backends import list_backends
+
+        if value not in list_backends():
+            raise ValueError(
+                f"unknown sandbox backend {value!r}; known backends: {', '.join(list_backends())}"
+            )
+        return value
+
 
 class AlarmSection(_Section):
     """One alarm rule. Naming a default rule (see ``execrl.telemetry.default_alarm_rules``) overrides only

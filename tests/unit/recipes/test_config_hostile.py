@@ -66,6 +66,7 @@ def test_resume_reads_back_a_run_named_with_an_emoji(tmp_path: Path) -> None:
         ("tasks.suites={nosuch=1.0}", "tasks.suites"),
         ('tasks.eval_suites=["nosuch"]', "tasks.eval_suites"),
         ("tasks.suites={humaneval=1.0}", "tasks.suites"),  # eval-only: no train split
+        ('sandbox.backend="dockr"', "sandbox.backend"),
         ('run.name="../escape"', "run.name"),
         ('run.name=""', "run.name"),
         ('telemetry.alarms=[{name="x", kind="bogus", metric="loss/*", threshold=1}]', "telemetry.alarms"),
