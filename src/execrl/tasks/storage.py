@@ -1,12 +1,16 @@
 """Reading and writing task files: JSONL from a local path or any fsspec URL, validated row by row.
 
 Every row is validated when loaded. A bad row either fails the whole load (``TaskValidationError``
-listing all bad rows with ``file:line: field '...': problem``), or, when the caller passes
-``rejects_path``, is written verbatim to that file with its errors and counted in the ``LoadReport``.
-Nothing is dropped silently: a load either raises or says how many rows it rejected and where they are.
+listing the bad rows with ``file:line: field '...': problem``; reading stops at the
+``MAX_BAD_ROWS``-th), or, when the caller passes ``rejects_path``, is written verbatim to that file with
+its errors and counted in the ``LoadReport``. Nothing is dropped silently: a load either raises or says
+how many rows it rejected and where they are.
 
-Files may be JSON Lines (one object per line, ``.gz``/``.bz2``/... decompressed by suffix) or a single
-JSON array (SandboxFusion exports); array items are located as ``file[index]``.
+Files may be JSON Lines (one object per line, ``.gz``/``.bz2``/... decompressed by suffix), streamed in
+1 MiB chunks with caps on one line and on the decompressed total (``execrl.inputs.ReadLimits``: a 2 GiB
+gzip bomb fails at the first cap with ~100 MB resident), or, for a ``.json`` file whose first character
+is ``[``, a single JSON array (SandboxFusion exports; read whole within ``max_document_bytes``), whose
+items are located as ``file[index]``. A ``.jsonl`` file is always read as lines.
 """
 
 from __future__ import annotations
