@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, overload
@@ -93,6 +94,8 @@ def open_url(url: PathLike, mode: str = "rt") -> IO[Any]:
     except ValueError as exc:
         raise TaskSourceError(f"cannot open {text!r}: unknown protocol {protocol!r} ({exc})") from exc
     encoding = None if "b" in mode else "utf-8"
+    if protocol in ("file", "local") and "r" in mode:
+        _refuse_special_file(text)
     try:
         return fsspec.open(text, mode, encoding=encoding, compression="infer").open()  # type: ignore[no-any-return]
     except IsADirectoryError:
@@ -101,6 +104,16 @@ def open_url(url: PathLike, mode: str = "rt") -> IO[Any]:
         raise TaskFileNotFoundError(f"{text}: no such task file") from None
     except OSError as exc:
         raise TaskSourceError(f"{text}: cannot open ({exc.strerror or exc})") from None
+
+
+def _refuse_special_file(text: str) -> None:
+    """A FIFO, socket or device in place of a task file would block or never end: refuse it by name."""
+    try:
+        mode = os.stat(text.removeprefix("file://")).st_mode
+    except OSError:
+        return  # missing or unreadable: opening it reports that
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise TaskSourceError(f"{text}: not a regular file (a FIFO, socket or device), expected a task file")
 
 
 def _stem_suffix(name: str) -> str:

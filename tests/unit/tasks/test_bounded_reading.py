@@ -134,6 +134,9 @@ def test_directory_and_missing_paths_are_source_errors(tmp_path: Path) -> None:
         load_tasks(tmp_path)
     with pytest.raises(FileNotFoundError, match="no such task file"):
         load_tasks(tmp_path / "nope.jsonl")
+    os.mkfifo(tmp_path / "fifo.jsonl")  # opening it would block until a writer came
+    with pytest.raises(TaskSourceError, match="fifo.jsonl: not a regular file"):
+        load_tasks(tmp_path / "fifo.jsonl")
 
 
 def test_json_array_file_is_capped_and_depth_checked(tmp_path: Path) -> None:
