@@ -150,3 +150,24 @@ def test_json_array_file_is_capped_and_depth_checked(tmp_path: Path) -> None:
     path.write_text("[" * 5000 + "]" * 5000)
     with pytest.raises(TaskValidationError, match="JSON nested deeper than 200 levels"):
         load_tasks(path)
+
+
+def test_json_text_inside_a_row_is_depth_checked_too(tmp_path: Path) -> None:
+    """LiveCodeBench and APPS keep test cases as JSON text inside a string: the row parses, the string
+    raised RecursionError when decoded."""
+    from execrl.tasks import import_livecodebench
+
+    fixtures = Path(__file__).resolve().parents[2] / "fixtures" / "tasks"
+    rows = [json.loads(line) for line in (fixtures / "livecodebench.jsonl").read_text().splitlines()]
+    rows[0]["private_test_cases"] = "[" * 100_000 + "]" * 100_000
+    case = {"input": "[" * 5000 + "]" * 5000, "output": "1", "testtype": "functional"}
+    rows[1]["public_test_cases"] = json.dumps([case])
+    path = tmp_path / "lcb.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with pytest.raises(TaskValidationError) as info:
+        import_livecodebench(path)
+    assert [(e.location, e.field) for e in info.value.errors] == [
+        (f"{path}:1", "private_test_cases"),
+        (f"{path}:2", "public_test_cases[0]"),
+    ]
+    assert all("nested deeper than 200 levels" in e.message for e in info.value.errors)

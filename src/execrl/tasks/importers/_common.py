@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from execrl.inputs import json_value
 from execrl.sandbox.types import CodeTest, IOTest
 from execrl.tasks.schema import Task
 from execrl.tasks.serialize import FieldReader, Problem, identifier_problem, task_problems
@@ -86,9 +87,11 @@ def json_field(row: FieldReader, key: str, kind: str, *, default: Any = ...) -> 
                 row.problems.append((row.where(key), "empty"))
             return None if default is ... else default
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            row.problems.append((row.where(key), f"invalid JSON text: {exc.msg}"))
+            value = json_value(value)  # bounded depth: JSON text inside a string is untrusted too
+        except ValueError as exc:
+            row.problems.append(
+                (row.where(key), f"invalid JSON text: {str(exc).removeprefix('invalid JSON: ')}")
+            )
             return None
     if value is not None and value is not default and kind == "object" and not isinstance(value, Mapping):
         row.problems.append((row.where(key), f"expected object, got {type(value).__name__}"))

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from typing import Any
 
+from execrl.inputs import json_value
 from execrl.sandbox.types import IOTest, TestCase
 from execrl.tasks.importers._common import (
     FUNCTION_INSTRUCTION,
@@ -77,10 +77,10 @@ def _case_test(row: FieldReader, path: str, case: Any, name: str, candidate: str
         row.problems.append(("metadata.func_name", "missing (required by functional test cases)"))
         return None
     try:
-        args = [json.loads(line) for line in case["input"].split("\n") if line.strip()]
-        expected = json.loads(case["output"])
-    except json.JSONDecodeError as exc:
-        row.problems.append((path, f"functional case is not one JSON value per line: {exc.msg}"))
+        args = [json_value(line) for line in case["input"].split("\n") if line.strip()]
+        expected = json_value(case["output"])
+    except ValueError as exc:
+        row.problems.append((path, f"functional case is not one JSON value per line: {exc}"))
         return None
     return call_test(name, candidate, args, expected)
 
