@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from execrl.inputs import json_value
+
 __all__ = [
     "METRIC_NAMESPACES",
     "MetricRow",
@@ -160,7 +162,7 @@ def decode_obj(obj: Mapping[str, Any]) -> MetricRow:
 
 def decode_line(line: str) -> MetricRow:
     """Parse one metrics.jsonl line (raises ``ValueError`` on malformed JSON or a missing step)."""
-    obj = json.loads(line)
+    obj = json_value(line)  # ValueError for invalid JSON or nesting deeper than execrl.inputs allows
     if not isinstance(obj, dict):
         raise ValueError(f"metrics line is not a JSON object: {line[:200]!r}")
     return decode_obj(obj)

@@ -126,3 +126,18 @@ def test_decode_of_bad_nonfinite_is_a_value_error() -> None:
     assert math.isnan(
         decode_line('{"step": 1, "loss/x": null, "nonfinite": {"loss/x": "NaN"}}').metrics["loss/x"]
     )
+
+
+def test_resume_reports_bad_metrics_and_skips_bad_alarm_lines(tmp_path: Path) -> None:
+    """Resuming rewrites both files: a deeply nested or non-object alarm line is dropped like a torn one
+    (it was an AttributeError / RecursionError), a non-UTF-8 metrics file is a ValueError naming it."""
+    from execrl.telemetry.run import RunTelemetry
+
+    (tmp_path / "alarms.jsonl").write_text('{"step": 0, "rule": "a"}\n[1]\n' + "[" * 100_000 + "\n")
+    (tmp_path / "metrics.jsonl").write_text(encode_line(0, 0.0, {"reward/mean": 1.0}) + "\n")
+    with RunTelemetry(tmp_path, rules=[], tensorboard=False, resume_from_step=0):
+        pass
+    assert (tmp_path / "alarms.jsonl").read_text() == '{"step": 0, "rule": "a"}\n'
+    (tmp_path / "metrics.jsonl").write_bytes(b'{"step": 0}\n\xff\n')
+    with pytest.raises(ValueError, match="metrics.jsonl: not UTF-8 text"):
+        RunTelemetry(tmp_path, rules=[], tensorboard=False, resume_from_step=0)
