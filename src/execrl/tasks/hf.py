@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from execrl.inputs import json_value
 from execrl.tasks.errors import FieldError, TaskValidationError
 from execrl.tasks.schema import Task
 from execrl.tasks.serialize import parse_task, task_to_dict
@@ -70,9 +71,9 @@ def _decode_row(row: Mapping[str, Any], problems: list[tuple[str, str]]) -> dict
         if key == "prompt_messages" and not text:
             continue
         try:
-            data[key] = json.loads(text) if text else []
-        except json.JSONDecodeError as exc:
-            problems.append((key, f"invalid JSON: {exc.msg}"))
+            data[key] = json_value(text) if text else []
+        except ValueError as exc:
+            problems.append((key, str(exc)))
     data["prompt"] = data.pop("prompt_messages", row.get("prompt"))
     data["metadata"] = {key: row.get(key) for key in META_COLUMNS if row.get(key) is not None}
     data["reference_solution"] = row.get("reference_solution")

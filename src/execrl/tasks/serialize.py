@@ -22,6 +22,8 @@ silently drop every hidden test). JSON has no tuples, so ``CallTest.args`` comes
 from __future__ import annotations
 
 import json
+import keyword
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, fields
 from typing import Any, get_args
@@ -247,6 +249,49 @@ def parse_task(data: Any) -> tuple[Task | None, list[Problem]]:
     return task, task_problems(task)
 
 
+def identifier_problem(name: object) -> str | None:
+    """Why ``name`` cannot be pasted into generated code as a Python name, or None when it can.
+
+    Guards against a row whose "function name" is an expression (``f() or 1 == 1``): pasted into a test
+    it would make any completion pass. Keywords are refused too (``class`` is an identifier to Python's
+    tokenizer but not a name a program can define).
+    """
+    if not isinstance(name, str):
+        return f"expected a Python identifier, got {_type_name(name)}"
+    if not name.isidentifier() or keyword.iskeyword(name):
+        return f"must be a Python identifier (letters, digits, '_', not a keyword), got {name[:80]!r}"
+    return None
+
+
+def _tolerance_problems(test: TestCase, path: str) -> list[Problem]:
+    out: list[Problem] = []
+    for key in ("rel_tol", "abs_tol"):
+        value = getattr(test, key, None)
+        if value is not None and not _finite_non_negative(value):
+            out.append((f"{path}.{key}", f"must be a finite number >= 0, got {value!r}"))
+    return out
+
+
+def _finite_non_negative(value: float) -> bool:
+    try:
+        return math.isfinite(value) and value >= 0
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def _test_problems(task: Task) -> list[Problem]:
+    problems: list[Problem] = []
+    for key in ("visible_tests", "hidden_tests"):
+        names = [t.name for t in getattr(task, key)]
+        for i, test in enumerate(getattr(task, key)):
+            if test.name in names[:i]:
+                problems.append((f"{key}[{i}].name", f"duplicate test name {test.name!r}"))
+            if isinstance(test, CallTest) and (why := identifier_problem(test.entry_point)):
+                problems.append((f"{key}[{i}].entry_point", why))
+            problems += _tolerance_problems(test, f"{key}[{i}]")
+    return problems
+
+
 def task_problems(task: Task) -> list[Problem]:
     """Consistency checks across fields (a well-typed task can still be unusable)."""
     problems: list[Problem] = []
@@ -257,6 +302,8 @@ def task_problems(task: Task) -> list[Problem]:
     if isinstance(spec, CodeSpec):
         if spec.kind == "function" and not spec.entry_point:
             problems.append(("spec.entry_point", "missing (required for kind 'function')"))
+        elif spec.entry_point is not None and (why := identifier_problem(spec.entry_point)):
+            problems.append(("spec.entry_point", why))
         if spec.kind == "repository" and not spec.program_path:
             problems.append(("spec.program_path", "missing (required for kind 'repository')"))
         if not task.hidden_tests:
@@ -265,12 +312,7 @@ def task_problems(task: Task) -> list[Problem]:
             )
     if isinstance(task.prompt, tuple) and not task.prompt:
         problems.append(("prompt", "empty message list"))
-    for key in ("visible_tests", "hidden_tests"):
-        names = [t.name for t in getattr(task, key)]
-        for i, name in enumerate(names):
-            if name in names[:i]:
-                problems.append((f"{key}[{i}].name", f"duplicate test name {name!r}"))
-    return problems
+    return problems + _test_problems(task)
 
 
 def validate_task(task: Task) -> None:

@@ -34,7 +34,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from execrl.telemetry.webhook import WebhookConfig, post_json
+from execrl.telemetry.webhook import WebhookConfig, WebhookSender
 
 __all__ = [
     "ALARM_ACTIONS",
@@ -282,6 +282,7 @@ class AlarmEngine:
         self.rules = tuple(rules)
         self.run_name = run_name or (Path(run_dir).name if run_dir else "")
         self.webhook = webhook
+        self.sender = WebhookSender(webhook) if webhook is not None else None  # delivers off this thread
         self.alarms_path = Path(run_dir) / "alarms.jsonl" if run_dir is not None else None
         self._tracks: dict[tuple[str, str], _Track] = {}
 
@@ -336,5 +337,10 @@ class AlarmEngine:
             with self.alarms_path.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(payload, allow_nan=False) + "\n")
         # A stop is at least as urgent as a webhook rule: both are delivered when a webhook is configured.
-        if event.action in ("webhook", "stop") and self.webhook is not None:
-            post_json(self.webhook, payload)
+        if event.action in ("webhook", "stop") and self.sender is not None:
+            self.sender.submit(payload)  # never blocks: an alarm must not slow a training step
+
+    def close(self) -> None:
+        """Flush queued webhook deliveries (bounded; see ``WebhookSender.close``)."""
+        if self.sender is not None:
+            self.sender.close()

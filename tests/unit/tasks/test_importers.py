@@ -137,7 +137,7 @@ def test_importer_rows_report_file_line_field(tmp_path: Path) -> None:
     with pytest.raises(TaskValidationError) as info:
         import_apps(path)
     assert [str(e) for e in info.value.errors] == [
-        f"{path}:2: field 'input_output': invalid JSON text: Expecting property name enclosed in double quotes",
+        f"{path}:2: field 'input_output': invalid JSON text: Expecting property name enclosed in double quotes (column 2)",
         f"{path}:2: field 'difficulty': unknown difficulty 'legendary'; known: ['introductory', 'interview', 'competition']",
     ]
 

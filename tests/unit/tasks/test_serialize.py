@@ -133,7 +133,7 @@ def test_hf_dataset_rows_are_validated() -> None:
         from_hf_dataset(rows, name="hub")
     assert [str(e) for e in info.value.errors] == [
         "hub[0]: field 'metadata.difficulty': must be in 1..5, got 9",
-        "hub[1]: field 'spec': invalid JSON: Expecting property name enclosed in double quotes",
+        "hub[1]: field 'spec': invalid JSON: Expecting property name enclosed in double quotes (column 2)",
     ]
 
 

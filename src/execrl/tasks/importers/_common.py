@@ -6,9 +6,10 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from execrl.inputs import json_value
 from execrl.sandbox.types import CodeTest, IOTest
 from execrl.tasks.schema import Task
-from execrl.tasks.serialize import FieldReader, Problem, task_problems
+from execrl.tasks.serialize import FieldReader, Problem, identifier_problem, task_problems
 from execrl.tasks.storage import PathLike, convert_file
 
 STDIO_INSTRUCTION = (
@@ -59,6 +60,19 @@ def call_test(
     return CodeTest(name=name, code=code)
 
 
+def function_name(row: FieldReader, path: str, value: Any) -> str | None:
+    """``value`` when it is a Python identifier (it is pasted into test code), else None and a problem.
+
+    A row's function name is data, and data pasted into code is code: ``f(0) or True and f`` as a name
+    would make every test pass whatever the completion returns (issue 14, class 3).
+    """
+    why = identifier_problem(value)
+    if why is not None:
+        row.problems.append((path, why))
+        return None
+    return str(value)
+
+
 def candidate_expr(function_name: str, starter_code: str) -> str:
     """How tests reach the function: a LeetCode ``class Solution`` method or a plain function."""
     return f"Solution().{function_name}" if "class Solution" in starter_code else function_name
@@ -73,9 +87,11 @@ def json_field(row: FieldReader, key: str, kind: str, *, default: Any = ...) -> 
                 row.problems.append((row.where(key), "empty"))
             return None if default is ... else default
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            row.problems.append((row.where(key), f"invalid JSON text: {exc.msg}"))
+            value = json_value(value)  # bounded depth: JSON text inside a string is untrusted too
+        except ValueError as exc:
+            row.problems.append(
+                (row.where(key), f"invalid JSON text: {str(exc).removeprefix('invalid JSON: ')}")
+            )
             return None
     if value is not None and value is not default and kind == "object" and not isinstance(value, Mapping):
         row.problems.append((row.where(key), f"expected object, got {type(value).__name__}"))
