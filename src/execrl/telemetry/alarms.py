@@ -127,7 +127,7 @@ def _rule_from_item(index: int, item: Mapping[str, Any], base: Mapping[str, Alar
         raise ValueError(
             f"{label}: unknown field(s) {unknown}; valid fields: {', '.join(_RULE_FIELDS)}, enabled"
         )
-    if not item.get("enabled", True):
+    if item.get("enabled") is False:  # None (a config model's unset field) keeps the rule
         return None
     values = {k: v for k, v in item.items() if k != "enabled" and v is not None}  # None = not set
     if "name" not in values:
