@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from execrl.sandbox import harness
+from execrl.sandbox import harness, records
 from execrl.sandbox.cgroups import CgroupSlot
 from execrl.sandbox.child import write_all
 from execrl.sandbox.errors import InvalidRequestError, SandboxFailure
@@ -95,19 +95,26 @@ def build_job(request: ExecutionRequest, language: Language) -> bytes:
 
 
 class _Lines:
+    """Splits the result pipe into records. Only ``H`` writes there, but nothing read from a sandbox is
+    parsed unbounded: a line that is not a JSON object sets ``garbage`` (the run is then judged as a
+    protocol violation, see ``verdicts.Judge.unreported``) instead of raising in the parent."""
+
     def __init__(self) -> None:
         self.buffer = bytearray()
+        self.garbage = False
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
         self.buffer.extend(data)
-        records = []
-        while b"\n" in self.buffer:
+        out = []
+        while b"\n" in self.buffer and not self.garbage:
             line, _, rest = bytes(self.buffer).partition(b"\n")
             self.buffer = bytearray(rest)
-            record = json.loads(line)
-            if isinstance(record, dict):
-                records.append(record)
-        return records
+            ok, record = records.loads(line)
+            if ok and isinstance(record, dict):
+                out.append(record)
+            else:
+                self.garbage = True
+        return out
 
 
 def _wait_ready(worker: Worker, lines: _Lines) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -121,15 +128,17 @@ def _wait_ready(worker: Worker, lines: _Lines) -> tuple[dict[str, Any], list[dic
         data = os.read(worker.res_r, 1 << 16)
         if not data:
             raise SandboxFailure(f"worker {worker.pid} died before it was ready")
-        records = lines.feed(data)
-        if not records:
+        got = lines.feed(data)
+        if lines.garbage:
+            raise SandboxFailure(f"worker {worker.pid} wrote a malformed record before it was ready")
+        if not got:
             continue
-        first = records[0]
+        first = got[0]
         if first.get("kind") == "setup_error":
             raise SandboxFailure(f"sandbox set-up failed: {first.get('message')}")
         if first.get("kind") != "ready":
             raise SandboxFailure(f"unexpected first record from the worker: {first!r}")
-        return first, records[1:]
+        return first, got[1:]
 
 
 WaitExit = Callable[[Worker, float], "int | None"]
@@ -312,6 +321,8 @@ class Driver:
                 return
             for record in self.lines.feed(data):
                 self._record(record, judge)
+            if self.lines.garbage:
+                self.kill("protocol")
             return
         buffer = self.state.stdout if stream == "out" else self.state.stderr
         room = self.max_bytes - len(buffer)

@@ -15,7 +15,7 @@ import json
 import signal
 from typing import Any, Literal
 
-from execrl.sandbox import compare
+from execrl.sandbox import compare, records
 from execrl.sandbox.cgroups import CgroupStats
 from execrl.sandbox.runner import RunState
 from execrl.sandbox.types import (
@@ -56,7 +56,7 @@ class Judge:
 
     def death(self, record: dict[str, Any]) -> tuple[Verdict, LimitKind, str]:
         sig = record.get("signal")
-        cpu_s = float(record.get("cpu_s") or 0.0)
+        cpu_s = records.finite(record.get("cpu_s")) or 0.0
         if record.get("output_limit"):
             return Verdict.OUTPUT_LIMIT, None, "output limit exceeded"
         if self.oom and sig == signal.SIGKILL:
@@ -88,6 +88,8 @@ class Judge:
         if reason in ("wall", "cpu"):
             kind: LimitKind = "wall" if reason == "wall" else "cpu"
             return Verdict.TIME_LIMIT, kind, f"{kind} time limit exceeded"
+        if reason == "protocol":
+            return Verdict.RUNTIME_ERROR, None, "the program wrote garbage into the harness's record pipe"
         failure = next(
             (r.get("message") for r in self.state.records if r.get("kind") == "harness_error"), None
         )
@@ -104,8 +106,8 @@ class Judge:
     ) -> tuple[TestResult, LimitKind]:
         status = record.get("status")
         times: dict[str, Any] = {
-            "cpu_time_s": float(record.get("cpu_s") or 0.0),
-            "wall_time_s": float(record.get("wall_s") or 0.0),
+            "cpu_time_s": records.finite(record.get("cpu_s")) or 0.0,
+            "wall_time_s": records.finite(record.get("wall_s")) or 0.0,
         }
         if status in ("ok", "value", "output") and not _matches(test, str(status)):
             message = f"a {status!r} record cannot answer a {type(test).__name__} (forged record?)"
@@ -152,9 +154,8 @@ class Judge:
         return None
 
     def _call_result(self, test: CallTest, value_text: str, times: dict[str, Any]) -> TestResult:
-        try:
-            got = json.loads(value_text)
-        except ValueError:
+        ok, got = records.loads(value_text)
+        if not ok:  # not JSON, or nested deeper than records.MAX_DEPTH: not a value the test can accept
             return TestResult(test.name, Verdict.WRONG_ANSWER, **times, got=_short(value_text))
         expected = json.loads(json.dumps(test.expected))
         if compare.values_equal(got, expected, rel_tol=test.rel_tol, abs_tol=test.abs_tol):
