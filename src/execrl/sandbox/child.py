@@ -35,6 +35,8 @@ TRACEBACK_LINES = 12
 ALL_FDS = 1 << 20  # above any descriptor the sandbox can have (its RLIMIT_NOFILE is capped far lower)
 PRELUDE_FAILED = 121
 MESSAGE_CHARS = 2000
+PROBE = "__execrl_probe__"  # the name ``asserts.plan`` gives the probe in a rewritten assert test
+VALUE_DEPTH = 100  # as ``records.MAX_DEPTH``: deeper values are not plain values for the parent
 
 
 def write_all(fd: int, data: bytes, write: Callable[[int, memoryview], int] = os.write) -> None:
@@ -192,6 +194,44 @@ def run_main(
         os._exit(code)
 
 
+_TAGS: dict[type, str] = {tuple: "t", set: "s", frozenset: "f"}
+
+
+def encode_value(value: Any, depth: int = 0) -> Any:
+    """A probed value as JSON data that keeps Python's distinctions (``asserts.decode_value`` reads it):
+    tuples, sets, frozensets and dicts (any hashable keys) are tagged, ``[1, 2] != (1, 2)`` survives.
+    Subclasses of ``int``/``float``/``str`` become their base value; anything else is ``{"u": type}``."""
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if depth >= VALUE_DEPTH:
+        raise ValueError("nested too deep")
+    if kind is list:
+        return [encode_value(item, depth + 1) for item in value]
+    tag = _TAGS.get(kind)
+    if tag is not None:
+        return {tag: [encode_value(item, depth + 1) for item in value]}
+    if kind is dict:
+        return {"d": [[encode_value(k, depth + 1), encode_value(v, depth + 1)] for k, v in value.items()]}
+    for base in (bool, int, float, str):
+        if isinstance(value, base):
+            return base(value)
+    return {"u": kind.__name__}
+
+
+def _prober(values: list[str]) -> Callable[[Any], None]:
+    """The probe a rewritten assert test calls (``asserts``): it records the value, it judges nothing."""
+    dumps = json.dumps
+
+    def probe(value: Any) -> None:
+        try:
+            values.append(dumps(encode_value(value)))
+        except (TypeError, ValueError, RecursionError):  # e.g. an int past the str-conversion limit
+            values.append(dumps({"u": type(value).__name__}))
+
+    return probe
+
+
 def _jsonable(value: Any) -> Any:
     """Tuples become lists (JSON has none); anything else JSON cannot hold raises TypeError."""
     return json.loads(json.dumps(value, allow_nan=True))
@@ -202,8 +242,12 @@ def _run_test(namespace: dict[str, Any], test: dict[str, Any]) -> dict[str, Any]
     result: dict[str, Any]
     try:
         if test["kind"] == "code":
+            values: list[str] = []
+            namespace[PROBE] = _prober(values)
             exec(compile(test["code"], f"<test {test['name']}>", "exec"), namespace)
-            result = {"status": "ok"}
+            result = (
+                {"status": "probed", "value": f"[{','.join(values)}]"} if test["probes"] else {"status": "ok"}
+            )
         else:
             fn: Callable[..., Any] = namespace[test["entry_point"]]
             value = fn(*test["args"], **test["kwargs"])

@@ -52,9 +52,8 @@ def loads(text: str | bytes, limit: int = MAX_DEPTH) -> tuple[bool, Any]:
         value = json.loads(text)
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return False, None
-    brackets = text.count("[" if isinstance(text, str) else b"[") + text.count(
-        "{" if isinstance(text, str) else b"{"
-    )
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    brackets = data.count(b"[") + data.count(b"{")
     if brackets > limit and not depth_within(value, limit):
         return False, None
     return True, value

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from execrl.sandbox import harness, records
+from execrl.sandbox import asserts, harness, records
 from execrl.sandbox.cgroups import CgroupSlot
 from execrl.sandbox.child import write_all
 from execrl.sandbox.errors import InvalidRequestError, SandboxFailure
@@ -55,8 +55,9 @@ class RunState:
 
 
 def _test_dict(test: CodeTest | CallTest | IOTest) -> dict[str, Any]:
-    if isinstance(test, CodeTest):
-        return {"kind": "code", "name": test.name, "code": test.code}
+    if isinstance(test, CodeTest):  # recognised asserts become probes; their expected values stay here
+        plan = asserts.plan(test.code)
+        return {"kind": "code", "name": test.name, "code": plan.code, "probes": len(plan.expectations)}
     if isinstance(test, CallTest):
         return {
             "kind": "call",

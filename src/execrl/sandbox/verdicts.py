@@ -15,7 +15,7 @@ import json
 import signal
 from typing import Any, Literal
 
-from execrl.sandbox import compare, records
+from execrl.sandbox import asserts, compare, records
 from execrl.sandbox.cgroups import CgroupStats
 from execrl.sandbox.runner import RunState
 from execrl.sandbox.types import (
@@ -109,11 +109,13 @@ class Judge:
             "cpu_time_s": records.finite(record.get("cpu_s")) or 0.0,
             "wall_time_s": records.finite(record.get("wall_s")) or 0.0,
         }
-        if status in ("ok", "value", "output") and not _matches(test, str(status)):
+        if status in ("ok", "value", "output", "probed") and not _matches(test, str(status)):
             message = f"a {status!r} record cannot answer a {type(test).__name__} (forged record?)"
             return TestResult(test.name, Verdict.WRONG_ANSWER, **times, error_message=message), None
         if status == "ok":
             return TestResult(test.name, Verdict.PASSED, **times), None
+        if status == "probed" and isinstance(test, CodeTest):
+            return self._probed_result(test, str(record.get("value")), times), None
         if status == "value" and isinstance(test, CallTest):
             return self._call_result(test, str(record.get("value")), times), None
         if status == "output" and isinstance(test, IOTest):
@@ -168,6 +170,27 @@ class Judge:
             expected=_short(json.dumps(test.expected)),
             got=_short(value_text),
         )
+
+    def _probed_result(self, test: CodeTest, values_text: str, times: dict[str, Any]) -> TestResult:
+        """An assert test's probed values, judged against the expectations only the parent holds."""
+        expectations = asserts.plan(test.code).expectations
+        values = asserts.decode_values(values_text, len(expectations))
+        if values is None:
+            message = f"the probed values are malformed or not {len(expectations)} (forged record?)"
+            return TestResult(test.name, Verdict.WRONG_ANSWER, **times, error_message=message)
+        for expectation, got in zip(expectations, values, strict=True):
+            if not asserts.check(expectation, got):
+                return TestResult(
+                    test.name,
+                    Verdict.WRONG_ANSWER,
+                    **times,
+                    input=_short(expectation.source),
+                    expected=_short(expectation.describe()),
+                    got=_short(repr(got)),
+                    error_type="AssertionError",
+                    error_message=_short(expectation.message),
+                )
+        return TestResult(test.name, Verdict.PASSED, **times)
 
     def _io_result(
         self, test: IOTest, record: dict[str, Any], times: dict[str, Any]
@@ -254,8 +277,11 @@ def assemble(request: ExecutionRequest, state: RunState, stats: CgroupStats | No
 
 
 def _matches(test: CodeTest | CallTest | IOTest, status: str) -> bool:
-    expected = {CodeTest: "ok", CallTest: "value", IOTest: "output"}[type(test)]
-    return status == expected
+    """Whether ``status`` is the one record that may answer ``test``: an assert test with probes is
+    answered only by their values (an ``ok`` for it is forged), one without only by ``ok``."""
+    if isinstance(test, CodeTest):
+        return status == ("probed" if asserts.plan(test.code).expectations else "ok")
+    return status == {CallTest: "value", IOTest: "output"}[type(test)]
 
 
 def _clean_exit(record: dict[str, Any]) -> bool:
