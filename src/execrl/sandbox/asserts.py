@@ -17,8 +17,10 @@ Recognised, at the top level of the test module and at the top level of a functi
 exactly once (HumanEval's ``def check(candidate)`` + ``check(f)``; a repository test function):
 ``assert X == L`` / ``!=`` / ``is`` / ``is not`` / ``in`` / ``not in`` (either side ``L``), ``assert
 abs(X - L) < T`` / ``<=`` (and ``math.fabs``, either order), ``assert math.isclose(X, L, rel_tol=T,
-abs_tol=T)``, ``assert X`` and ``assert not X`` for a call ``X``; ``L`` and ``T`` literals
-(``ast.literal_eval``), ``X`` anything else. ``assert <true literal>`` is dropped (it cannot fail).
+abs_tol=T)``, ``assert X`` and ``assert not X`` for a call ``X``; ``assert A and B`` as ``assert A`` + ``assert B``;
+``for v in <constant>:`` loops of such asserts, unrolled. ``L`` and ``T`` are constants folded by the
+parent (``literals.fold``: literals, arithmetic, ``tuple([...])``...), ``X`` anything else.
+``assert <true constant>`` is dropped (it cannot fail).
 
 Limits, stated plainly:
 * The rest (asserts in loops or branches, comparisons of two computed values, helper functions that
@@ -206,6 +208,10 @@ class _Rewriter:
             if unrolled is not None and all(_judgeable(s) for s in unrolled):
                 out.extend(self.body(unrolled))
                 continue
+            parts = _split_and(statement)
+            if len(parts) > 1 and all(_judgeable(s) for s in parts):
+                out.extend(self.body(parts))
+                continue
             if not isinstance(statement, ast.Assert):
                 out.append(statement)
                 continue
@@ -225,6 +231,18 @@ class _Rewriter:
             call = ast.Call(ast.Name(PROBE, ast.Load()), [probed], [])
             out.append(ast.copy_location(ast.Expr(call), statement))
         return out
+
+
+def _split_and(statement: ast.stmt) -> list[ast.stmt]:
+    """``assert a and b`` as ``assert a`` then ``assert b`` (each may then become a probe)."""
+    if not isinstance(statement, ast.Assert) or not isinstance(statement.test, ast.BoolOp):
+        return [statement]
+    if not isinstance(statement.test.op, ast.And):
+        return [statement]
+    parts = [
+        ast.copy_location(ast.Assert(value, statement.msg), statement) for value in statement.test.values
+    ]
+    return [piece for part in parts for piece in _split_and(part)]
 
 
 def _judgeable(statement: ast.stmt) -> bool:
