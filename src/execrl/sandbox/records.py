@@ -68,8 +68,7 @@ def parse_record(line: bytes) -> dict[str, Any] | None:
     for key in ("kind", "status"):
         if key in record and not isinstance(record[key], str):
             return None
-    index = record.get("i")
-    if index is not None and type(index) is not int:
+    if "i" in record and type(record["i"]) is not int:
         return None
     return record
 

@@ -348,7 +348,7 @@ class Driver:
         elif kind == "workdir":
             self.state.workdir = str(record.get("path") or "")
         elif kind == "compile":
-            self.state.compile_cpu_s = float(record.get("cpu_s") or 0.0)
+            self.state.compile_cpu_s = records.finite(record.get("cpu_s")) or 0.0
         elif kind == "test" and self.request.stop_on_first_failure and self.state.kill_reason is None:
             verdict = judge(record)
             if verdict is not Verdict.PASSED:

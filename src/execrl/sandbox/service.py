@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from execrl.sandbox import records
 from execrl.sandbox.errors import InvalidRequestError, SandboxError
 from execrl.sandbox.fusion import UnsupportedLanguage, parse_run_code, run_code_response
 from execrl.sandbox.fusion import unsupported_language_response as _unsupported
@@ -114,12 +115,20 @@ async def _read_json(request: web.Request) -> Any:
             [FieldProblem("body", f"is not UTF-8 (invalid byte at offset {exc.start})", "unicode_error")]
         ) from None
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         raise RequestFieldError(
             [FieldProblem("body", f"is not JSON: {exc.msg} ({where})", "json_invalid")]
         ) from None
+    except RecursionError:  # nested past the decoder's own limit
+        data, too_deep = None, True
+    else:
+        too_deep = text.count("[") + text.count("{") > records.MAX_DEPTH and not records.depth_within(data)
+    if too_deep:  # the request is refused before anything recurses through it (validation, encoding)
+        message = f"nests deeper than {records.MAX_DEPTH} levels"
+        raise RequestFieldError([FieldProblem("body", message, "json_invalid")])
+    return data
 
 
 def _check_language(execution: ExecutionRequest, field: str) -> ExecutionRequest:

@@ -36,8 +36,14 @@ LimitKind = Literal["cpu", "wall"] | None
 ERROR_VERDICTS = {"MemoryError": Verdict.MEMORY_LIMIT, "AssertionError": Verdict.WRONG_ANSWER}
 
 
-def _short(text: str | None) -> str | None:
-    return None if text is None else truncate(text, FIELD_BYTES)[0]
+def _short(text: object) -> str | None:
+    """A text field for a ``TestResult``, cut to ``FIELD_BYTES``; anything but a string is no text."""
+    return truncate(text, FIELD_BYTES)[0] if isinstance(text, str) else None
+
+
+def _int(value: object) -> int | None:
+    """An exit code or signal number from a record: an ``int`` (not a ``bool``) or ``None``."""
+    return value if type(value) is int else None
 
 
 def _signal_name(number: int) -> str:
@@ -55,7 +61,7 @@ class Judge:
         self.cpu_limit_s = request.limits.cpu_time_s
 
     def death(self, record: dict[str, Any]) -> tuple[Verdict, LimitKind, str]:
-        sig = record.get("signal")
+        sig = _int(record.get("signal"))
         cpu_s = records.finite(record.get("cpu_s")) or 0.0
         if record.get("output_limit"):
             return Verdict.OUTPUT_LIMIT, None, "output limit exceeded"
@@ -73,7 +79,7 @@ class Judge:
             return Verdict.RUNTIME_ERROR, None, "file size limit exceeded (SIGXFSZ)"
         if sig is not None:
             return Verdict.RUNTIME_ERROR, None, f"killed by {_signal_name(int(sig))}"
-        code = record.get("exit_code")
+        code = _int(record.get("exit_code"))
         if code == 0:
             return Verdict.RUNTIME_ERROR, None, "the process exited before reporting the test result"
         return Verdict.RUNTIME_ERROR, None, f"exit code {code}"
@@ -196,16 +202,21 @@ class Judge:
         self, test: IOTest, record: dict[str, Any], times: dict[str, Any]
     ) -> tuple[TestResult, LimitKind]:
         stdout = str(record.get("stdout") or "")
-        if record.get("output_limit") or record.get("signal") is not None or record.get("exit_code") != 0:
+        if (
+            record.get("output_limit")
+            or record.get("signal") is not None
+            or _int(record.get("exit_code")) != 0
+        ):
             verdict, kind, message = self.death(record)
-            error = record.get("error") or {}
+            error = record.get("error")
+            error = error if isinstance(error, dict) else {}
             return TestResult(
                 test.name,
                 verdict,
                 **times,
                 input=self._input(test),
                 got=_short(stdout),
-                error_type=error.get("type"),
+                error_type=_short(error.get("type")),
                 error_message=_short(error.get("message") or message),
                 traceback_tail=_short(error.get("tb")),
             ), kind
@@ -258,7 +269,7 @@ def assemble(request: ExecutionRequest, state: RunState, stats: CgroupStats | No
             (Verdict.PASSED, None, "") if _clean_exit(run_record) else judge.death(run_record)
         )
         kinds.append(kind)
-        extra = {"exit_code": run_record.get("exit_code"), "signal": run_record.get("signal")}
+        extra = {"exit_code": _int(run_record.get("exit_code")), "signal": _int(run_record.get("signal"))}
     else:
         verdict, kind, message = judge.unreported()
         kinds.append(kind)
@@ -285,7 +296,9 @@ def _matches(test: CodeTest | CallTest | IOTest, status: str) -> bool:
 
 
 def _clean_exit(record: dict[str, Any]) -> bool:
-    return record.get("exit_code") == 0 and record.get("signal") is None and not record.get("wall_limit")
+    return (
+        _int(record.get("exit_code")) == 0 and record.get("signal") is None and not record.get("wall_limit")
+    )
 
 
 def _result(

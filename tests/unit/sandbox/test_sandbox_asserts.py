@@ -71,7 +71,9 @@ def test_probes_judge_with_pythons_semantics() -> None:
     assert judged("assert f() == True", 1) and not judged("assert f() is True", 1)
     assert judged("assert f() == {1: 'a'}", {1: "a"}) and not judged("assert f() == {1: 'a'}", {"1": "a"})
     assert judged("assert f() == {1, 2}", {2, 1}) and not judged("assert f() == {1, 2}", [1, 2])
-    assert judged("assert abs(f() - 0.5) < 1e-6", 0.5000001) and not judged("assert abs(f() - 0.5) < 1e-6", "x")
+    assert judged("assert abs(f() - 0.5) < 1e-6", 0.5000001) and not judged(
+        "assert abs(f() - 0.5) < 1e-6", "x"
+    )
     assert not judged("assert f() == 3.0", 3.0000001)  # == stays exact
     assert judged("assert not f()", []) and not judged("assert f()", [])
     assert not judged("assert f() == float('nan')", float("nan"))  # nan != nan, as in Python
