@@ -280,24 +280,38 @@ def _called_once(module: ast.Module) -> set[str]:
     return {name for name in set(called) if called.count(name) == 1 and loads[name] == 1} - generators
 
 
-@functools.lru_cache(maxsize=8192)
+CACHED_CODE_CHARS = 1 << 16  # longer test code is planned afresh each time (bounds the cache's memory)
+
+
 def plan(code: str) -> AssertPlan:
     """The sandbox's code and the parent's expectations for one ``CodeTest`` (cached: the same test code
     is sent with every sample of a task)."""
+    return _cached_plan(code) if len(code) <= CACHED_CODE_CHARS else _plan(code)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_plan(code: str) -> AssertPlan:
+    return _plan(code)
+
+
+def _plan(code: str) -> AssertPlan:
+    """Test code the rewrite cannot handle (not Python, or nested past the recursion limit of ``ast``'s
+    own helpers) runs as it is: the sandbox reports its ``SyntaxError``, or judges it as before."""
     try:
         module = ast.parse(code)
+        rewriter = _Rewriter()
+        once = _called_once(module)
+        for node in module.body:
+            if isinstance(node, ast.FunctionDef) and node.name in once:
+                node.body = rewriter.body(node.body) or [ast.Pass()]
+        module.body = rewriter.body(module.body)
+        residual = sum(isinstance(n, ast.Assert | ast.Raise) for n in ast.walk(module))
+        if not rewriter.expectations:
+            return AssertPlan(code, residual=residual)
+        rewritten = ast.unparse(ast.fix_missing_locations(module))
     except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return AssertPlan(code, residual=1)  # runs as it is: the sandbox reports the SyntaxError
-    rewriter = _Rewriter()
-    once = _called_once(module)
-    for node in module.body:
-        if isinstance(node, ast.FunctionDef) and node.name in once:
-            node.body = rewriter.body(node.body) or [ast.Pass()]
-    module.body = rewriter.body(module.body)
-    residual = sum(isinstance(n, ast.Assert | ast.Raise) for n in ast.walk(module))
-    if not rewriter.expectations:
-        return AssertPlan(code, residual=residual)
-    return AssertPlan(ast.unparse(ast.fix_missing_locations(module)), tuple(rewriter.expectations), residual)
+        return AssertPlan(code, residual=1)
+    return AssertPlan(rewritten, tuple(rewriter.expectations), residual)
 
 
 class Unserializable:

@@ -7,7 +7,8 @@ outputs against expected values that never enter the sandbox (see ``harness.py``
 
 Records are JSON lines written to the record pipe:
 ``{"kind": "loaded"}`` after the program's top level ran, ``{"kind": "program_error", ...}`` if it raised,
-then per test ``{"i": k, "status": "ok" | "value" | "error", ...}``.
+then per test ``{"i": k, "status": "ok" | "value" | "probed" | "error", ...}`` (``probed``: the values of
+an assert test's probes, ``asserts.py``, as one JSON list in ``value``).
 """
 
 from __future__ import annotations

@@ -18,10 +18,16 @@ builtins, printed fake results, closing or writing file descriptors):
   values it kept. Printing "PASSED", exiting early or patching builtins cannot produce a value the
   candidate does not know; a test without a record counts as failed, and the run only counts once ``H``
   wrote its final ``done`` record (the parent treats a missing one as a failure).
-* ``CodeTest`` (HumanEval's assert style) is weaker by construction: the assertions run inside ``C`` in
-  the candidate's namespace, so early exits and printed results fail, but a candidate written against
-  this harness could write an ``ok`` record itself or return objects whose ``__eq__`` lies. Use
-  ``CallTest``/``IOTest`` when that matters; the limit is stated in the public docs too.
+* ``CodeTest`` (HumanEval's assert style): before the job is built the parent rewrites the common assert
+  shapes into probes (``asserts.py``): ``C`` reports the probed values, the parent keeps the expected
+  values and compares, so such a test is as strong as a ``CallTest``; an ``ok`` record cannot answer a
+  test that has probes. What the rewrite does not recognise (asserts in loops over random inputs,
+  comparisons of two computed values, helpers that raise) still runs inside ``C`` in the candidate's
+  namespace: early exits and printed results fail, but a candidate written against this harness could
+  write that test's record itself. ``execrl bench asserts`` counts the tests in each form.
+* Every record from ``C`` is parsed with bounds (``records.py``): a malformed one breaks the group's
+  protocol (the candidate's ``runtime_error``) and never raises in ``H``, whose crash would be a
+  ``sandbox_error`` chosen by the candidate.
 
 Speed: ``C`` is a fork of the already-running harness interpreter, so a Python program starts without
 interpreter start-up or imports (``compile`` + ``exec`` of its source); compiled languages ``execve``

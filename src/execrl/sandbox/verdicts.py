@@ -7,6 +7,10 @@ SIGKILL at the CPU budget, or the parent's CPU watchdog -> ``time_limit`` ("cpu"
 ``runtime_error`` (signal name or exit code; exiting with status 0 before reporting a test is a
 runtime error: that is how ``os._exit(0)`` before the asserts is caught). A run whose harness never
 wrote its final record, with no limit to explain it, is a ``sandbox_error``.
+
+Records are read by type (``records.finite``, ``_int``, ``_short``): a field of the wrong JSON type is
+absent, never an exception. An assert test with probes is judged from the probed values against the
+expectations ``asserts.plan`` kept in the parent.
 """
 
 from __future__ import annotations

@@ -84,3 +84,12 @@ def test_malformed_probe_values_are_rejected_without_raising() -> None:
     for text in ("", "[", "{}", "[1, 2]", '[{"t": 1}]', '[{"zz": []}]', '[{"d": [[[1], 2]]}]', "[" * 5000):
         assert asserts.decode_values(text, 1) is None, text[:20]
     assert asserts.decode_values('[{"d": [[1, {"t": [2]}]]}]', 1) == [{1: (2,)}]
+
+
+def test_hostile_test_code_never_raises_in_the_parent() -> None:
+    """Test code nested past ``ast``'s recursion limits (a 20,000-term sum) runs unrewritten instead of
+    raising ``RecursionError`` while the request is being built."""
+    chain = "+".join(["1"] * 20_000)
+    for code in (f"assert f(1) == 2\nx = {chain}\n", f"assert f(1) == {chain}\n", "(" * 300 + ")" * 300):
+        plan = asserts.plan(code)
+        assert plan.form == "in_sandbox" and plan.code == code
