@@ -324,6 +324,10 @@ class Unserializable:
         return f"<{self.type_name} object: not a plain value>"
 
 
+def _real(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def decode_value(value: Any) -> Any:
     """A value in ``child.encode_value``'s tagged JSON as Python data; ``ValueError`` if malformed.
 
@@ -337,6 +341,13 @@ def decode_value(value: Any) -> Any:
     ((tag, body),) = value.items()
     if tag == "u" and isinstance(body, str):
         return Unserializable(body)
+    if tag == "b" and isinstance(body, str):
+        try:
+            return body.encode("latin-1")
+        except UnicodeEncodeError:
+            raise ValueError("bytes out of range") from None
+    if tag == "c" and isinstance(body, list) and len(body) == 2 and all(_real(part) for part in body):
+        return complex(body[0], body[1])
     if not isinstance(body, list):
         raise ValueError(f"tag {tag!r} needs a list")
     items = [decode_value(item) for item in body]

@@ -195,28 +195,36 @@ def run_main(
         os._exit(code)
 
 
-_TAGS: dict[type, str] = {tuple: "t", set: "s", frozenset: "f"}
+_TAGS: dict[type[tuple[Any, ...] | set[Any] | frozenset[Any]], str] = {tuple: "t", set: "s", frozenset: "f"}
 
 
 def encode_value(value: Any, depth: int = 0) -> Any:
     """A probed value as JSON data that keeps Python's distinctions (``asserts.decode_value`` reads it):
-    tuples, sets, frozensets and dicts (any hashable keys) are tagged, ``[1, 2] != (1, 2)`` survives.
-    Subclasses of ``int``/``float``/``str`` become their base value; anything else is ``{"u": type}``."""
+    tuples, sets, frozensets, dicts (any hashable keys), bytes and complex numbers are tagged, so
+    ``[1, 2] != (1, 2)`` survives. Subclasses compare as their base type (a ``Counter`` as a ``dict``, a
+    named tuple as a ``tuple``, as ``==`` treats them); a NumPy scalar as its Python value. Anything else
+    is ``{"u": type name}``, which the parent judges equal to nothing."""
     kind = type(value)
     if value is None or kind in (bool, int, float, str):
         return value
     if depth >= VALUE_DEPTH:
         raise ValueError("nested too deep")
-    if kind is list:
-        return [encode_value(item, depth + 1) for item in value]
-    tag = _TAGS.get(kind)
-    if tag is not None:
-        return {tag: [encode_value(item, depth + 1) for item in value]}
-    if kind is dict:
-        return {"d": [[encode_value(k, depth + 1), encode_value(v, depth + 1)] for k, v in value.items()]}
-    for base in (bool, int, float, str):
+    for base in (int, float, str):
         if isinstance(value, base):
             return base(value)
+    if isinstance(value, list):
+        return [encode_value(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {"d": [[encode_value(k, depth + 1), encode_value(v, depth + 1)] for k, v in value.items()]}
+    for container, tag in _TAGS.items():
+        if isinstance(value, container):
+            return {tag: [encode_value(item, depth + 1) for item in value]}
+    if isinstance(value, bytes | bytearray):
+        return {"b": bytes(value).decode("latin-1")}
+    if isinstance(value, complex):
+        return {"c": [value.real, value.imag]}
+    if getattr(kind, "__module__", "") == "numpy" and getattr(value, "ndim", None) == 0:
+        return encode_value(value.item(), depth + 1)
     return {"u": kind.__name__}
 
 

@@ -93,3 +93,24 @@ def test_hostile_test_code_never_raises_in_the_parent() -> None:
     for code in (f"assert f(1) == 2\nx = {chain}\n", f"assert f(1) == {chain}\n", "(" * 300 + ")" * 300):
         plan = asserts.plan(code)
         assert plan.form == "in_sandbox" and plan.code == code
+
+
+def test_values_keep_their_python_equality_across_the_boundary() -> None:
+    """Honest answers of other types than the literal still pass when Python's ``==`` says so: a
+    ``Counter`` equals a dict, a named tuple a tuple, bytes and complex numbers cross; a lone object
+    cannot."""
+    from collections import Counter, namedtuple
+
+    point = namedtuple("point", "x y")
+    cases = [
+        (Counter("aab"), {"a": 2, "b": 1}, True),
+        (point(1, 2), (1, 2), True),
+        (b"\x00\xff", b"\x00\xff", True),
+        (bytearray(b"ab"), b"ab", True),
+        (1 + 2j, 1 + 2j, True),
+        ([1, (2, frozenset({3}))], [1, (2, frozenset({3}))], True),
+        (object(), None, False),
+    ]
+    for value, expected, equal in cases:
+        values = asserts.decode_values(json.dumps([encode_value(value)]), 1)
+        assert values is not None and (values[0] == expected) is equal, value
