@@ -7,10 +7,19 @@ out, so a failing program escaped its negative reward).
 
 from __future__ import annotations
 
+import pytest
 from security_helpers import py
 
 from execrl.rewards.batch import run_requests
-from execrl.sandbox import CallTest, CodeTest, ExecutionRequest, ExecutionResult, Sandbox, Verdict
+from execrl.sandbox import (
+    CallTest,
+    CodeTest,
+    ExecutionRequest,
+    ExecutionResult,
+    InvalidRequestError,
+    Sandbox,
+    Verdict,
+)
 
 ONE = (CodeTest("t", "assert add(1, 2) == 3"),)
 TWO = (CodeTest("t", "assert add(1, 2) == 3"), CodeTest("u", "assert add(2, 2) == 4"))
@@ -80,3 +89,20 @@ def test_one_malformed_request_does_not_cost_a_batch_its_results(sandbox: Sandbo
         Verdict.RUNTIME_ERROR,
         Verdict.PASSED,
     ]
+
+
+def test_a_request_the_parent_could_not_judge_is_refused_before_it_runs(sandbox: Sandbox) -> None:
+    """Arguments or expected values nested past the recursion limit (or not JSON) raised
+    ``RecursionError``/``TypeError`` while the job was built or the value judged; now the request is
+    invalid, named, and nothing runs."""
+    nested: list[object] = []
+    for _ in range(5000):
+        nested = [nested]
+    program = "def add(a, b):\n    return a + b\n"
+    for test in (
+        CallTest("args", "add", (nested, 1), expected=1),
+        CallTest("expected", "add", (1, 2), expected=nested),
+        CallTest("object", "add", (1, 2), expected=object()),
+    ):
+        with pytest.raises(InvalidRequestError, match="JSON"):
+            sandbox.run(py(program, test))

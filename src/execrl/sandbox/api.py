@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import dataclasses
+import json
 import logging
 import os
 import shutil
@@ -22,7 +23,7 @@ from execrl.sandbox.errors import InvalidRequestError, SandboxFailure, Unsupport
 from execrl.sandbox.languages import get_language
 from execrl.sandbox.pool import WorkerPool
 from execrl.sandbox.runner import Driver, build_job
-from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Limits, Verdict
+from execrl.sandbox.types import CallTest, ExecutionRequest, ExecutionResult, Limits, Verdict
 from execrl.sandbox.verdicts import Judge, assemble, sandbox_error_result
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,13 @@ def validate_request(request: ExecutionRequest) -> None:
                 f"test {test.name!r} is a {type(test).__name__}, which language {language.name!r} "
                 f"does not support (supported kinds: {allowed})"
             )
+        if isinstance(test, CallTest):  # judged in the parent: it must encode, as the arguments must
+            try:
+                json.dumps(test.expected)
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise InvalidRequestError(
+                    f"test {test.name!r}: expected must be a JSON value: {exc}"
+                ) from exc
     build_job(request, language)
 
 

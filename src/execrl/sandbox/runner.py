@@ -91,7 +91,7 @@ def build_job(request: ExecutionRequest, language: Language) -> bytes:
     }
     try:
         return json.dumps(job).encode("utf-8", "surrogatepass")
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: arguments nested too deep
         raise InvalidRequestError(f"test arguments must be JSON values (call tests): {exc}") from exc
 
 
