@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from execrl.sandbox import harness
+from execrl.sandbox import asserts, harness, records
 from execrl.sandbox.cgroups import CgroupSlot
 from execrl.sandbox.child import cpu_rlimit, write_all
 from execrl.sandbox.errors import InvalidRequestError, SandboxFailure
@@ -56,8 +56,9 @@ class RunState:
 
 
 def _test_dict(test: CodeTest | CallTest | IOTest) -> dict[str, Any]:
-    if isinstance(test, CodeTest):
-        return {"kind": "code", "name": test.name, "code": test.code}
+    if isinstance(test, CodeTest):  # recognised asserts become probes; their expected values stay here
+        plan = asserts.plan(test.code)
+        return {"kind": "code", "name": test.name, "code": plan.code, "probes": len(plan.expectations)}
     if isinstance(test, CallTest):
         return {
             "kind": "call",
@@ -91,24 +92,31 @@ def build_job(request: ExecutionRequest, language: Language) -> bytes:
     }
     try:
         return json.dumps(job).encode("utf-8", "surrogatepass")
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: arguments nested too deep
         raise InvalidRequestError(f"test arguments must be JSON values (call tests): {exc}") from exc
 
 
 class _Lines:
+    """Splits the result pipe into records. Only ``H`` writes there, but nothing read from a sandbox is
+    parsed unbounded: a line that is not a JSON object sets ``garbage`` (the run is then judged as a
+    protocol violation, see ``verdicts.Judge.unreported``) instead of raising in the parent."""
+
     def __init__(self) -> None:
         self.buffer = bytearray()
+        self.garbage = False
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
         self.buffer.extend(data)
-        records = []
-        while b"\n" in self.buffer:
+        out = []
+        while b"\n" in self.buffer and not self.garbage:
             line, _, rest = bytes(self.buffer).partition(b"\n")
             self.buffer = bytearray(rest)
-            record = json.loads(line)
-            if isinstance(record, dict):
-                records.append(record)
-        return records
+            ok, record = records.loads(line)
+            if ok and isinstance(record, dict):
+                out.append(record)
+            else:
+                self.garbage = True
+        return out
 
 
 def _wait_ready(worker: Worker, lines: _Lines) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -122,15 +130,17 @@ def _wait_ready(worker: Worker, lines: _Lines) -> tuple[dict[str, Any], list[dic
         data = os.read(worker.res_r, 1 << 16)
         if not data:
             raise SandboxFailure(f"worker {worker.pid} died before it was ready")
-        records = lines.feed(data)
-        if not records:
+        got = lines.feed(data)
+        if lines.garbage:
+            raise SandboxFailure(f"worker {worker.pid} wrote a malformed record before it was ready")
+        if not got:
             continue
-        first = records[0]
+        first = got[0]
         if first.get("kind") == "setup_error":
             raise SandboxFailure(f"sandbox set-up failed: {first.get('message')}")
         if first.get("kind") != "ready":
             raise SandboxFailure(f"unexpected first record from the worker: {first!r}")
-        return first, records[1:]
+        return first, got[1:]
 
 
 WaitExit = Callable[[Worker, float], "WorkerExit | None"]
@@ -328,6 +338,8 @@ class Driver:
                 return
             for record in self.lines.feed(data):
                 self._record(record, judge)
+            if self.lines.garbage:
+                self.kill("protocol")
             return
         buffer = self.state.stdout if stream == "out" else self.state.stderr
         room = self.max_bytes - len(buffer)
@@ -352,7 +364,7 @@ class Driver:
         elif kind == "workdir":
             self.state.workdir = str(record.get("path") or "")
         elif kind == "compile":
-            self.state.compile_cpu_s = float(record.get("cpu_s") or 0.0)
+            self.state.compile_cpu_s = records.finite(record.get("cpu_s")) or 0.0
         elif kind == "test" and self.request.stop_on_first_failure and self.state.kill_reason is None:
             verdict = judge(record)
             if verdict is not Verdict.PASSED:

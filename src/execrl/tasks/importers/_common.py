@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -45,16 +46,29 @@ def call_test(
 ) -> CodeTest:
     """A ``CodeTest`` calling ``candidate(*args)`` and comparing with ``expected`` through JSON.
 
-    Arguments and expected values are embedded as JSON text (never as code), and the result goes through
-    a JSON round trip so tuples compare equal to lists. ``wrapped_ok`` accepts ``[result] == expected``,
-    APPS's convention for call-based outputs.
+    Arguments are embedded as JSON text (never as code), and the result goes through a JSON round trip
+    so tuples compare equal to lists. ``wrapped_ok`` accepts ``[result] == expected``, APPS's convention
+    for call-based outputs. The expected value is written as a Python literal in an ``assert ... ==``
+    (or ``in`` for ``wrapped_ok``) so that the sandbox rewrites it into a probe judged by the parent
+    (``execrl.sandbox.asserts``; issue 9): it never enters the sandbox. Values with no Python literal
+    (``Infinity``, ``NaN``) keep the older form, compared inside the sandbox.
     """
+    got = f"_json.loads(_json.dumps({candidate}(*_args)))"
+    head = f"import json as _json\n_args = _json.loads({json.dumps(list(args))!r})\n"
+    wanted = json.loads(json.dumps(expected))
+    choices = (
+        [wanted, wanted[0]] if wrapped_ok and isinstance(wanted, list) and len(wanted) == 1 else [wanted]
+    )
+    try:
+        literals = [repr(choice) for choice in choices if ast.literal_eval(repr(choice)) == choice]
+    except (ValueError, SyntaxError):  # inf and nan have no literal
+        literals = []
+    if len(literals) == len(choices):
+        check = f"{got} == {literals[0]}" if len(literals) == 1 else f"{got} in [{', '.join(literals)}]"
+        return CodeTest(name=name, code=f"{head}assert {check}\n")
     alt = " or [_got] == _expected" if wrapped_ok else ""
     code = (
-        "import json as _json\n"
-        f"_args = _json.loads({json.dumps(list(args))!r})\n"
-        f"_expected = _json.loads({json.dumps(expected)!r})\n"
-        f"_got = _json.loads(_json.dumps({candidate}(*_args)))\n"
+        f"{head}_expected = _json.loads({json.dumps(expected)!r})\n_got = {got}\n"
         f"assert _got == _expected{alt}, f'expected {{_expected!r}}, got {{_got!r}}'\n"
     )
     return CodeTest(name=name, code=code)
