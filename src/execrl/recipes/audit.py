@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from execrl.config import TrainConfig
+from execrl.eval.harness import TaskEval
 from execrl.recipes.sampling import GroupSampler, ScoredGroups
 from execrl.rewards import RewardConfig, Score
 from execrl.rewards.audit import AuditOutcome, audit_metrics, pick_for_audit, run_audit
@@ -134,3 +135,27 @@ def write_flagged(path: Path, step: int, rows: Sequence[_Row], *, limit: int) ->
     with path.open("a", encoding="utf-8") as fh:
         for row in suspicious[:limit]:
             fh.write(json.dumps(row.record(step), ensure_ascii=False) + "\n")
+
+
+def eval_audit(
+    tasks: Sequence[Task], per_task: Sequence[TaskEval], *, sandbox: SyncRunner, reward: RewardConfig
+) -> dict[str, float]:
+    """At evaluation every reward-passing completion is audited (share 1): the ``audit/*`` metrics of an
+    eval, stored next to its pass@k so a trained model's gain can be checked against tests it never saw."""
+    by_id = {t.id: t for t in tasks}
+    rows = [
+        (by_id[e.task_id], c, p, v)
+        for e in per_task
+        for c, p, v in zip(e.completions, e.passed, e.valid, strict=True)
+    ]
+    picked = [i for i, (task, _, passed, _) in enumerate(rows) if passed and task.audit_tests]
+    audited = run_audit(
+        [rows[i][0] for i in picked], [rows[i][1] for i in picked], sandbox=sandbox, reward=reward
+    )
+    outcome = AuditOutcome(
+        domains=tuple(task.domain for task, *_ in rows),
+        auditable=tuple(bool(task.audit_tests) and valid for task, _, _, valid in rows),
+        reward_passed=tuple(passed for _, _, passed, _ in rows),
+        audit=dict(zip(picked, audited, strict=True)),
+    )
+    return audit_metrics(outcome)
