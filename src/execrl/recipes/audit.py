@@ -25,11 +25,11 @@ from execrl.rewards import RewardConfig, Score
 from execrl.rewards.audit import AuditOutcome, audit_metrics, pick_for_audit, run_audit
 from execrl.rewards.hacking import hack_metrics, sandbox_flags, suspicious_flags
 from execrl.tasks.schema import Task
+from execrl.telemetry.hacking import HACK_FILE
 
 if TYPE_CHECKING:
     from execrl.rewards.batch import SyncRunner
 
-HACK_FILE = "hack.jsonl"
 COMPLETION_MAX_CHARS = 2000  # of a completion quoted in hack.jsonl
 
 
