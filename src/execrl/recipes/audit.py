@@ -34,7 +34,9 @@ COMPLETION_MAX_CHARS = 2000  # of a completion quoted in hack.jsonl
 
 
 @dataclass(frozen=True)
-class _Row:
+class AuditedRow:
+    """One completion of the step: its reward score, its audit score (if sampled) and its flags."""
+
     index: int
     task: Task
     completion: str
@@ -73,7 +75,7 @@ def audit_rows(
     reward: RewardConfig,
     share: float,
     seed: str,
-) -> list[_Row]:
+) -> list[AuditedRow]:
     """Audit a seeded ``share`` of the reward-passing rows (one sandbox batch) and flag every row."""
     picked = pick_for_audit(tasks, scores, share=share, seed=seed)
     audited = run_audit(
@@ -84,11 +86,11 @@ def audit_rows(
     for i, (task, completion, score) in enumerate(zip(tasks, completions, scores, strict=True)):
         extra = sandbox_flags(audit[i].execution) if i in audit else frozenset()
         flags = suspicious_flags(task, completion, score) | extra
-        rows.append(_Row(i, task, completion, score, audit.get(i), flags))
+        rows.append(AuditedRow(i, task, completion, score, audit.get(i), flags))
     return rows
 
 
-def outcome_of(rows: Sequence[_Row]) -> AuditOutcome:
+def outcome_of(rows: Sequence[AuditedRow]) -> AuditOutcome:
     return AuditOutcome(
         domains=tuple(r.task.domain for r in rows),
         auditable=tuple(bool(r.task.audit_tests) and r.reward.valid for r in rows),
@@ -127,7 +129,7 @@ def audit_step(
     return metrics
 
 
-def write_flagged(path: Path, step: int, rows: Sequence[_Row], *, limit: int) -> None:
+def write_flagged(path: Path, step: int, rows: Sequence[AuditedRow], *, limit: int) -> None:
     """Append the step's ``limit`` most suspicious rows (failed audit first, then most flags)."""
     suspicious = sorted((r for r in rows if r.rank() > (0, 0)), key=lambda r: r.rank(), reverse=True)
     if not suspicious or limit == 0:
