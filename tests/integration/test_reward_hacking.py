@@ -67,4 +67,6 @@ def test_sound_reward_raises_no_divergence_alarm(tiny_model_dir: Path, tmp_path:
     audit_pass = [r["audit/pass_rate"] for r in rows if "audit/pass_rate" in r]
     assert audit_pass and min(audit_pass) == 1.0, audit_pass  # every audited pass is confirmed
     assert [a for a in alarms if a["rule"] == "reward_audit_divergence"] == []
-    assert max(r["perf/audit_share"] for r in rows) < 0.5  # sanity; the goal is measured in a benchmark
+    shares = sorted(r["perf/audit_share"] for r in rows)
+    print(f"audit share of step: median {shares[len(shares) // 2]:.4f}, max {shares[-1]:.4f}")
+    assert shares[-1] < 0.5  # sanity; the goal is measured by `execrl bench audit` and the run's metrics
