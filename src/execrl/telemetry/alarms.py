@@ -125,8 +125,8 @@ def reward_hacking_rules() -> tuple[AlarmRule, ...]:
     ``reward_audit_divergence`` watches ``audit/gap`` (and ``audit/<domain>/gap``): the estimated share of
     completions the reward passes but the held-back audit tests fail. It is 0 under a sound reward, so
     0.2 for 3 audited steps in a row is far from noise yet caught within a few steps of a reward going
-    wrong (the toy proof in ``tests/integration/test_reward_hacking.py`` fired at step 4 and at step 6 in
-    two runs, 0-based, at the default 10 % audit share; the test allows up to step 9). Steps that
+    wrong (the toy proof in ``tests/integration/test_reward_hacking.py`` fired at steps 4, 5 and 6 in
+    three runs, 0-based, at the default 10 % audit share; the test allows up to step 9). Steps that
     audited nothing log no gap and neither count nor break the streak. The ``hack/*`` rates only log:
     they are heuristics to read, see ``execrl.rewards.hacking``.
     """
