@@ -26,7 +26,9 @@ STEPS = 12
 STEPS_TO_ALARM = 10  # the alarm must fire at a step index below this (the gap needs 3 audited steps > 0.2)
 
 
-def _run(tiny_model_dir: Path, tmp_path: Path, *, sound: bool) -> tuple[list[dict[str, float]], list[dict]]:
+def _run(
+    tiny_model_dir: Path, tmp_path: Path, *, sound: bool, extra: tuple[str, ...] = ()
+) -> tuple[list[dict[str, float]], list[dict]]:
     tasks_file = tmp_path / "tested.jsonl"
     save_tasks(
         audited_tasks(16, "train", sound=sound) + audited_tasks(8, "test", sound=sound), str(tasks_file)
@@ -36,6 +38,7 @@ def _run(tiny_model_dir: Path, tmp_path: Path, *, sound: bool) -> tuple[list[dic
         f'reward.verifiers={{{TESTED_DOMAIN}="toy_domain:TESTED_VERIFIER"}}',
         f"run.total_steps={STEPS}",
         "eval.enabled=false",
+        *extra,
     ]
     outcome = train(load_config(None, overrides), progress=False)
     rows = [row.metrics for row in merge_rows(read_metrics(outcome.run_dir))]
@@ -70,3 +73,20 @@ def test_sound_reward_raises_no_divergence_alarm(tiny_model_dir: Path, tmp_path:
     shares = sorted(r["perf/audit_share"] for r in rows)
     print(f"audit share of step: median {shares[len(shares) // 2]:.4f}, max {shares[-1]:.4f}")
     assert shares[-1] < 0.5  # sanity; the goal is measured by `execrl bench audit` and the run's metrics
+
+
+@pytest.mark.slow
+def test_eval_audits_every_reward_passing_sample_and_the_report_has_a_hack_section(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    _run(tiny_model_dir, tmp_path, sound=False, extra=("run.total_steps=2", "eval.enabled=true"))
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    for label in ("base", "trained"):
+        suites = json.loads((run_dir / "eval" / f"{label}.json").read_text())["suites"]
+        for suite in suites.values():
+            passed = sum(sum(t["passed"]) for t in suite["tasks"])
+            assert suite["audit"]["audit/audited"] == passed  # share 1 at eval: every pass re-run
+            if passed:
+                assert suite["audit"]["audit/pass_rate"] == 0.0  # the strict audit never agrees
+    report = (run_dir / "report.md").read_text()
+    assert "Hack: reward audit and suspicious behaviour" in report
