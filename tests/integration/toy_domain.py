@@ -46,17 +46,19 @@ class CapsVerifier:
 VERIFIER = CapsVerifier()
 
 
+def _toy_task(domain: str, prefix: str, i: int, split: str, **tests: tuple[CodeTest, ...]) -> Task:
+    return Task(
+        id=f"{prefix}/{split}/{i}",
+        domain=domain,
+        prompt=(ChatMessage(role="user", content=f"Write some words. Example {i}."),),
+        spec=MathSpec(answer="0"),  # unused by these verifiers; the schema needs a spec
+        metadata=TaskMetadata(family="caps", split=split),  # type: ignore[arg-type]
+        **tests,
+    )
+
+
 def toy_tasks(count: int, split: str) -> list[Task]:
-    return [
-        Task(
-            id=f"toy/{split}/{i}",
-            domain=DOMAIN,
-            prompt=(ChatMessage(role="user", content=f"Write some words. Example {i}."),),
-            spec=MathSpec(answer="0"),  # unused by this verifier; the schema needs a spec
-            metadata=TaskMetadata(family="caps", split=split),  # type: ignore[arg-type]
-        )
-        for i in range(count)
-    ]
+    return [_toy_task(DOMAIN, "toy", i, split) for i in range(count)]
 
 
 def toy_overrides(model_dir: Path, tasks_file: Path, out_dir: Path) -> list[str]:
@@ -126,15 +128,5 @@ def audited_tasks(count: int, split: str, *, sound: bool) -> list[Task]:
             if sound
             else CodeTest("audit_answer", f"assert 'Answer{i}' in TEXT.split(), 'no answer word'")
         )
-        tasks.append(
-            Task(
-                id=f"tested/{split}/{i}",
-                domain=TESTED_DOMAIN,
-                prompt=(ChatMessage(role="user", content=f"Write some words. Example {i}."),),
-                spec=MathSpec(answer="0"),  # unused by this verifier; the schema needs a spec
-                metadata=TaskMetadata(family="caps", split=split),  # type: ignore[arg-type]
-                hidden_tests=reward,
-                audit_tests=(audit,),
-            )
-        )
+        tasks.append(_toy_task(TESTED_DOMAIN, "tested", i, split, hidden_tests=reward, audit_tests=(audit,)))
     return tasks
