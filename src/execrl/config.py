@@ -252,6 +252,16 @@ class EvalSection(_Section):
     bootstrap_resamples: int = Field(2000, ge=100)
 
 
+class AuditSection(_Section):
+    """The reward audit (``execrl.recipes.audit``): held-back tests re-run on passing completions."""
+
+    enabled: bool = True
+    share: float = Field(
+        0.1, ge=0, le=1, description="share of the reward-passing completions re-run on audit tests per step"
+    )
+    flagged_per_step: int = Field(8, ge=0, description="suspicious completions kept in hack.jsonl per step")
+
+
 class TrainConfig(_Section):
     run: RunSection = RunSection()
     model: ModelSection = ModelSection()
@@ -264,6 +274,7 @@ class TrainConfig(_Section):
     telemetry: TelemetrySection = TelemetrySection()
     checkpoint: CheckpointSection = CheckpointSection()
     eval: EvalSection = EvalSection()
+    audit: AuditSection = AuditSection()
 
     @property
     def sequences_per_step(self) -> int:

@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "rollout": ("execrl.bench.rollout", "generation throughput"),
     "train": ("execrl.bench.train", "training step vs TRL's GRPOTrainer"),
     "asserts": ("execrl.bench.asserts", "assert tests judged by the parent vs forgeable in the sandbox"),
+    "audit": ("execrl.bench.audit", "reward-audit overhead vs the reward stage and the step"),
 }
 
 

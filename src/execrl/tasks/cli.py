@@ -73,19 +73,33 @@ def _check(args: argparse.Namespace) -> int:
             f"{f.reference_passed}/{f.reference_total}",
             f"{f.wrong_failed}/{f.wrong_total}",
             f"{f.visible_passed}/{f.visible_total}",
+            f"{f.audit_passed}/{f.audit_total}",
             "ok" if f.ok else "FAIL",
         ]
         for f in report.families
     ]
-    _print_table(["family", "tasks", "reference passed", "wrong failed", "visible passed", "verdict"], rows)
+    header = ["family", "tasks", "reference passed", "wrong failed", "visible passed", "audit passed"]
+    _print_table([*header, "verdict"], rows)
     for failure in report.failures:
         print(
             f"{failure.task_id}: reference={failure.reference} wrong={failure.wrong} visible={failure.visible}"
+            f" audit={failure.audit}"
         )
+    _print_without_audit(report.without_audit)
     print(
         f"{len(report.tasks)} tasks: {'all checks passed' if report.ok else f'{len(report.failures)} FAILED'}"
     )
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _print_without_audit(task_ids: tuple[str, ...], shown: int = 20) -> None:
+    """Tasks with no audit split: their completions cannot be re-run on held-back tests during training."""
+    if not task_ids:
+        return
+    listed = ", ".join(task_ids[:shown]) + (
+        f", ... ({len(task_ids) - shown} more)" if len(task_ids) > shown else ""
+    )
+    print(f"{len(task_ids)} tasks have no audit tests (reward hacking on them goes unaudited): {listed}")
 
 
 def _overlap(args: argparse.Namespace) -> int:

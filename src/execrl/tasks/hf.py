@@ -3,7 +3,7 @@
 Arrow needs one type per column, but a task's tests mix three shapes and its spec three more. Scalars stay
 scalar columns (``id``, ``domain``, ``family``, ``difficulty``, ``source``, ``split``, solutions, plain-text
 ``prompt``) so a table can be filtered and inspected in the HF viewer; nested fields are JSON strings
-(``spec``, ``visible_tests``, ``hidden_tests``, ``prompt_messages``). ``from_hf_dataset`` validates
+(``spec``, ``visible_tests``, ``hidden_tests``, ``audit_tests``, ``prompt_messages``). ``from_hf_dataset`` validates
 every row exactly like ``load_tasks`` (locations are ``<dataset>[row]``).
 """
 
@@ -21,7 +21,7 @@ from execrl.tasks.serialize import parse_task, task_to_dict
 if TYPE_CHECKING:
     import datasets
 
-JSON_COLUMNS = ("spec", "visible_tests", "hidden_tests")
+JSON_COLUMNS = ("spec", "visible_tests", "hidden_tests", "audit_tests")
 META_COLUMNS = ("family", "difficulty", "source", "split")
 
 
@@ -29,7 +29,7 @@ def _row(task: Task) -> dict[str, Any]:
     data = task_to_dict(task)
     prompt = data.pop("prompt")
     meta = data.pop("metadata")
-    row: dict[str, Any] = {key: json.dumps(data[key], ensure_ascii=False) for key in JSON_COLUMNS}
+    row: dict[str, Any] = {key: json.dumps(data.get(key, []), ensure_ascii=False) for key in JSON_COLUMNS}
     row.update(
         id=data["id"],
         domain=data["domain"],

@@ -11,7 +11,11 @@ One task is one JSON object (one JSONL line)::
      "visible_tests": [{"type": "code", "name": "t0", "code": "assert f(1) == 2"},
                        {"type": "call", "name": "t1", "entry_point": "f", "args": [1], "expected": 2},
                        {"type": "io", "name": "t2", "stdin": "1\\n", "expected_stdout": "2\\n"}],
-     "hidden_tests": [...], "reference_solution": "```python ...```", "wrong_solution": "..."}
+     "hidden_tests": [...], "reference_solution": "```python ...```", "wrong_solution": "...",
+     "audit_tests": [...]}
+
+``audit_tests`` (held back from reward and prompt, see ``execrl.rewards.audit``) is optional and only
+written when a task has some, so files of tasks without an audit split are unchanged.
 
 Parsing never stops at the first problem: it collects ``(field, message)`` pairs for the whole row so a
 user fixes a file in one pass. Unknown keys are errors (a typo such as ``hiden_tests`` would otherwise
@@ -243,9 +247,10 @@ def parse_task(data: Any) -> tuple[Task | None, list[Problem]]:
     visible, hidden = _parse_tests(row, "visible_tests"), _parse_tests(row, "hidden_tests")
     reference = row.get("reference_solution", "str", default=None, nullable=True)
     wrong = row.get("wrong_solution", "str", default=None, nullable=True)
+    audit = _parse_tests(row, "audit_tests")
     if problems:
         return None, problems
-    task = Task(task_id, domain, prompt, spec, meta, visible, hidden, reference, wrong)  # type: ignore[arg-type]
+    task = Task(task_id, domain, prompt, spec, meta, visible, hidden, reference, wrong, audit)  # type: ignore[arg-type]
     return task, task_problems(task)
 
 
@@ -281,7 +286,7 @@ def _finite_non_negative(value: float) -> bool:
 
 def _test_problems(task: Task) -> list[Problem]:
     problems: list[Problem] = []
-    for key in ("visible_tests", "hidden_tests"):
+    for key in ("visible_tests", "hidden_tests", "audit_tests"):
         names = [t.name for t in getattr(task, key)]
         for i, test in enumerate(getattr(task, key)):
             if test.name in names[:i]:
@@ -312,6 +317,12 @@ def task_problems(task: Task) -> list[Problem]:
             )
     if isinstance(task.prompt, tuple) and not task.prompt:
         problems.append(("prompt", "empty message list"))
+    shown_or_scored = [*task.visible_tests, *task.hidden_tests]  # a list: tests hold dicts, unhashable
+    for i, test in enumerate(task.audit_tests):
+        if test in shown_or_scored:
+            problems.append(
+                (f"audit_tests[{i}]", "repeats a visible or hidden test; audit tests must be held back")
+            )
     return problems + _test_problems(task)
 
 
@@ -358,6 +369,7 @@ def task_to_dict(task: Task) -> dict[str, Any]:
         "hidden_tests": [_test_to_dict(t) for t in task.hidden_tests],
         "reference_solution": task.reference_solution,
         "wrong_solution": task.wrong_solution,
+        **({"audit_tests": [_test_to_dict(t) for t in task.audit_tests]} if task.audit_tests else {}),
     }
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "AlarmRule",
     "alarm_rules_from_config",
     "default_alarm_rules",
+    "reward_hacking_rules",
 ]
 
 _log = logging.getLogger(__name__)
@@ -114,6 +115,40 @@ def default_alarm_rules() -> tuple[AlarmRule, ...]:
             "response_length_blowup", "blowup", "rollout/response_length_mean", threshold=3.0, window_steps=5
         ),
         AlarmRule("throughput_drop", "relative_drop", "perf/*tokens_per_s", threshold=0.5, window_steps=10),
+        *reward_hacking_rules(),
+    )
+
+
+def reward_hacking_rules() -> tuple[AlarmRule, ...]:
+    """The audit and suspicious-behaviour rules (metrics of ``execrl.recipes.audit``).
+
+    ``reward_audit_divergence`` watches ``audit/gap`` (and ``audit/<domain>/gap``): the estimated share of
+    completions the reward passes but the held-back audit tests fail. It is 0 under a sound reward, so
+    0.2 for 3 audited steps in a row is far from noise yet caught within a few steps of a reward going
+    wrong (the toy proof in ``tests/integration/test_reward_hacking.py`` fired at steps 4, 5 and 6 in
+    three runs, 0-based, at the default 10 % audit share; the test allows up to step 9). Steps that
+    audited nothing log no gap and neither count nor break the streak. The ``hack/*`` rates only log:
+    they are heuristics to read, see ``execrl.rewards.hacking``.
+    """
+    return (
+        AlarmRule("reward_audit_divergence", "above", "audit/*gap", threshold=0.2, window_steps=3),
+        AlarmRule("hack_early_exit", "above", "hack/early_exit_rate", threshold=0.1, window_steps=3),
+        AlarmRule("hack_harness_access", "above", "hack/harness_access_rate", threshold=0.05, window_steps=2),
+        AlarmRule(
+            "hack_expected_output",
+            "above",
+            "hack/expected_output_literal_rate",
+            threshold=0.1,
+            window_steps=3,
+        ),
+        AlarmRule(
+            "hack_special_case",
+            "above",
+            "hack/visible_input_special_case_rate",
+            threshold=0.1,
+            window_steps=3,
+        ),
+        AlarmRule("hack_judge_robustness", "above", "hack/judge_robustness_rate", threshold=0.0),
     )
 
 

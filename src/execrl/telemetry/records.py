@@ -42,6 +42,8 @@ METRIC_NAMESPACES: tuple[str, ...] = (
     "eval",
     "advantage",
     "alarm",
+    "audit",
+    "hack",
 )
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.@\-]+(/[A-Za-z0-9_.@\-]+)+$")
 NONFINITE_KEY = "nonfinite"

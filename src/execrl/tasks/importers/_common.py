@@ -9,6 +9,7 @@ from typing import Any
 
 from execrl.inputs import json_value
 from execrl.sandbox.types import CodeTest, IOTest
+from execrl.tasks.audit_split import AUDIT_FRACTION, hold_back_audit
 from execrl.tasks.schema import Task
 from execrl.tasks.serialize import FieldReader, Problem, identifier_problem, task_problems
 from execrl.tasks.storage import PathLike, convert_file
@@ -126,8 +127,13 @@ def difficulty_from(row: FieldReader, key: str, mapping: Mapping[Any, int], *, d
     return mapping[value]
 
 
-def import_rows(url: PathLike, convert: RowConverter) -> list[Task]:
-    """Convert every row of ``url``; bad rows raise ``TaskValidationError`` with file:line: field."""
+def import_rows(
+    url: PathLike, convert: RowConverter, *, audit_fraction: float = AUDIT_FRACTION
+) -> list[Task]:
+    """Convert every row of ``url``; bad rows raise ``TaskValidationError`` with file:line: field.
+
+    Tasks with enough hidden tests get an audit split of ``audit_fraction`` of them (``hold_back_audit``).
+    """
 
     def one(value: Any) -> tuple[list[Task], list[Problem]]:
         problems: list[Problem] = []
@@ -136,6 +142,7 @@ def import_rows(url: PathLike, convert: RowConverter) -> list[Task]:
         task = convert(FieldReader(value, "", problems))
         if problems or task is None:
             return [], problems or [("", "row could not be converted")]
+        task = hold_back_audit(task, fraction=audit_fraction)
         problems = task_problems(task)
         return ([] if problems else [task]), problems
 
