@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "rewards": ("execrl.bench.rewards", "reward scoring throughput"),
     "rollout": ("execrl.bench.rollout", "generation throughput"),
     "train": ("execrl.bench.train", "training step vs TRL's GRPOTrainer"),
+    "scheduler": ("execrl.bench.scheduler", "adaptive task scheduler vs uniform mixture (simulated domains)"),
 }
 
 

@@ -39,6 +39,7 @@ METRIC_NAMESPACES: tuple[str, ...] = (
     "eval",
     "advantage",
     "alarm",
+    "domain",  # per-domain scheduler metrics: domain/<suite>/{pass_rate,zero_variance_share,samples,weight}
 )
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.@\-]+(/[A-Za-z0-9_.@\-]+)+$")
 NONFINITE_KEY = "nonfinite"
