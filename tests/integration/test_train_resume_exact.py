@@ -67,4 +67,6 @@ def test_sigkill_then_cli_resume_is_bit_exact(
     assert rows_a == rows_b
     weights = [k for k in rows_a[0] if k.startswith("domain/") and k.endswith("/weight")]
     assert len(weights) == 2
+    assert "| toy2 |" in (straight_dir / "domains.md").read_text()
+    assert (straight_dir / "plots" / "domain_weights.png").exists()
     assert any(k.endswith("/zero_variance_share") for k in rows_a[0]) and "rollout/zero_variance_share" in rows_a[0]

@@ -30,12 +30,14 @@ from execrl.recipes.loop import (
     TrainOutcome,
     finish_step,
     run_telemetry,
+    sample_and_score,
     setup_run,
     stop_on_signals,
 )
 from execrl.recipes.sampling import GroupSampler
 from execrl.recipes.update import step_metrics, update_from_rollout
 from execrl.rollout.types import SamplingParams
+from execrl.scheduler.report import write_domain_report
 
 __all__ = ["TrainOutcome", "train", "train_step", "update_from_rollout"]
 
@@ -78,6 +80,7 @@ def train(
                 log.warning("stopping after step %d: %s", step, run.stop)
                 break
         bar.close()
+        write_domain_report(run.run_dir)  # domains.md + plots/domain_weights.png
         # A wall-time stop still evaluates (the budget was spent training); a signal or an alarm does not.
         if config.eval.enabled and (run.stop is None or run.stop.reason is StopReason.WALL_TIME):
             evaluate_checkpoint_once(run.run_dir, "trained", run.engine, config, sandbox)
@@ -89,15 +92,7 @@ def train_step(run: Run, step: int, sampler: GroupSampler) -> dict[str, float]:
     """One GRPO step: draw tasks, sample and score groups, group-relative advantages, update, metrics."""
     config = run.config
     t0 = time.perf_counter()
-    weights = run.tasks.domain_weights()  # each domain's share of this step's draw (logged)
-    groups = sampler.sample_step(  # generate samples_per_prompt completions per task, score in the sandbox
-        step,
-        run.tasks,
-        prompts_per_step=config.rollout.prompts_per_step,
-        dynamic=config.algorithm.dynamic_sampling,
-        max_resample_rounds=config.algorithm.max_resample_rounds,
-    )
-    run.tasks.observe(step, groups.outcomes)  # the scheduler learns from every group, dropped ones too
+    weights, groups = sample_and_score(run, step, sampler)  # draw tasks, generate, score; scheduler learns
     t1 = time.perf_counter()
     metrics = update_from_rollout(  # group-relative advantages, then the clipped policy-gradient update
         run.model, run.optimizer, run.lr_scheduler, run.tcfg, groups.rollout, groups.scores,

@@ -22,6 +22,7 @@ import torch
 
 from execrl.config import TrainConfig
 from execrl.recipes import setup
+from execrl.recipes.sampling import GroupSampler, ScoredGroups
 from execrl.rollout.engine import Engine, create_engine
 from execrl.scheduler import AdaptiveSettings, Scheduler, build_scheduler
 from execrl.telemetry import RunTelemetry, alarm_rules_from_config
@@ -138,6 +139,23 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
             run.tasks.load_state_dict(state.data_state["scheduler"])
         log.info("resumed from %s at step %d", checkpoint, run.start_step)
     return run
+
+
+def sample_and_score(run: Run, step: int, sampler: GroupSampler) -> tuple[dict[str, float], ScoredGroups]:
+    """Draw the step's tasks, generate and score their groups (DAPO refill if configured), and let the
+    scheduler learn from every group, dropped ones too. Returns the domain weights the draw used (logged)
+    and the groups."""
+    weights = run.tasks.domain_weights()
+    algorithm = run.config.algorithm
+    groups = sampler.sample_step(
+        step,
+        run.tasks,
+        prompts_per_step=run.config.rollout.prompts_per_step,
+        dynamic=algorithm.dynamic_sampling,
+        max_resample_rounds=algorithm.max_resample_rounds,
+    )
+    run.tasks.observe(step, groups.outcomes)
+    return weights, groups
 
 
 def task_scheduler(config: TrainConfig) -> Scheduler:

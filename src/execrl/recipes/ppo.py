@@ -18,7 +18,7 @@ from pathlib import Path
 
 from execrl.config import ConfigError, TrainConfig
 from execrl.recipes import grpo
-from execrl.recipes.loop import Run, TrainOutcome
+from execrl.recipes.loop import Run, TrainOutcome, sample_and_score
 from execrl.recipes.sampling import GroupSampler
 from execrl.recipes.update import step_metrics, update_from_rollout
 
@@ -35,15 +35,7 @@ def train_step(run: Run, step: int, sampler: GroupSampler) -> dict[str, float]:
     """One PPO step: draw tasks, sample and score, GAE targets from the value head, update, metrics."""
     config = run.config
     t0 = time.perf_counter()
-    weights = run.tasks.domain_weights()
-    groups = sampler.sample_step(
-        step,
-        run.tasks,
-        prompts_per_step=config.rollout.prompts_per_step,
-        dynamic=config.algorithm.dynamic_sampling,
-        max_resample_rounds=config.algorithm.max_resample_rounds,
-    )
-    run.tasks.observe(step, groups.outcomes)
+    weights, groups = sample_and_score(run, step, sampler)  # draw tasks, generate, score; scheduler learns
     t1 = time.perf_counter()
     metrics = update_from_rollout(  # value-head GAE advantages + clipped policy and value losses
         run.model, run.optimizer, run.lr_scheduler, run.tcfg, groups.rollout, groups.scores,

@@ -152,3 +152,22 @@ def test_max_resample_rounds_is_bounded() -> None:
     assert load_config(None, ["algorithm.max_resample_rounds=100"]).algorithm.max_resample_rounds == 100
     with pytest.raises(ConfigError, match="max_resample_rounds"):
         load_config(None, ["algorithm.max_resample_rounds=101"])
+
+
+def test_domain_report_sums_samples_and_weights_over_steps(tmp_path) -> None:
+    from execrl.scheduler.report import summarize_domains, write_domain_report
+    from execrl.telemetry.records import MetricRow, encode_line
+
+    rows = [
+        MetricRow(0, 0.0, {"domain/a/samples": 8.0, "domain/a/pass_rate": 0.5, "domain/a/zero_variance_share": 0.0,
+                           "domain/a/weight": 0.6, "domain/b/weight": 0.4}),
+        MetricRow(1, 1.0, {"domain/a/samples": 4.0, "domain/a/pass_rate": 1.0, "domain/a/zero_variance_share": 1.0,
+                           "domain/a/weight": 0.7, "domain/b/weight": 0.3}),
+    ]  # fmt: skip
+    a, b = summarize_domains(rows)
+    assert (a.label, a.samples, a.pass_rate, a.zero_variance_share) == ("a", 12.0, 8 / 12, 0.5)
+    assert (a.first_weight, a.last_weight, b.last_weight, b.samples) == (0.6, 0.7, 0.3, 0.0)
+    (tmp_path / "metrics.jsonl").write_text("".join(encode_line(r.step, r.time_s, r.metrics) + "\n" for r in rows))
+    text = write_domain_report(tmp_path).read_text()
+    assert "| a | 12 | 0.667 | 0.500 | 0.600 -> 0.700 |" in text
+    assert (tmp_path / "plots" / "domain_weights.png").stat().st_size > 0
