@@ -99,6 +99,12 @@ class AlgorithmSection(_Section):
     kl_in_reward: bool = False
     entropy_coef: float = Field(0.0, ge=0)
     dynamic_sampling: bool = Field(False, description="DAPO: replace zero-variance groups by resampling")
+    async_steps: int = Field(
+        0, ge=0, le=1, description="1: rollout of step t+1 runs while step t trains (one-step-off); 0: serial"
+    )
+    offpolicy_is_cap: float = Field(
+        2.0, ge=1, description="async: truncate the behaviour importance weight pi_prox/mu at this value"
+    )
     max_resample_rounds: int = Field(
         3, ge=0, le=MAX_RESAMPLE_ROUNDS, description="extra sampling rounds per step for dynamic_sampling"
     )

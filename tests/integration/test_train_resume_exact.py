@@ -39,13 +39,16 @@ def second_domain(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("async_steps", [0, 1])
 def test_sigkill_then_cli_resume_is_bit_exact(
-    tiny_model_dir: Path, toy_tasks_file: Path, second_domain: Path, tmp_path: Path
+    tiny_model_dir: Path, toy_tasks_file: Path, second_domain: Path, tmp_path: Path, async_steps: int
 ) -> None:
+    """With ``async_steps=1`` the rollout in flight at the kill is regenerated from the checkpointed
+    behaviour copy, so the resumed run still matches."""
     base = toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path)
     suites = f'tasks.suites={{"{toy_tasks_file}"=0.7, "{second_domain}"=0.3}}'
     common = [*base, suites, "run.total_steps=4", "checkpoint.every_steps=1", "checkpoint.keep_last=5",
-              "eval.enabled=false", "scheduler.mode=adaptive"]  # fmt: skip
+              "eval.enabled=false", "scheduler.mode=adaptive", f"algorithm.async_steps={async_steps}"]  # fmt: skip
     straight_out, killed_out = tmp_path / "straight", tmp_path / "killed"
     straight = subprocess.run([*EXECRL, "train", "--no-progress", *common, f"run.output_dir={straight_out}"],
                               env=_env(), capture_output=True, text=True, timeout=600)  # fmt: skip
@@ -67,6 +70,12 @@ def test_sigkill_then_cli_resume_is_bit_exact(
     assert rows_a == rows_b
     weights = [k for k in rows_a[0] if k.startswith("domain/") and k.endswith("/weight")]
     assert len(weights) == 2
+    if async_steps:
+        assert [r["train/offpolicy_staleness_steps"] for r in rows_a] == [0.0, 1.0, 1.0, 1.0]
+        assert all(r["train/offpolicy_ratio_max"] > 0 for r in rows_a)
     assert "| toy2 |" in (straight_dir / "domains.md").read_text()
     assert (straight_dir / "plots" / "domain_weights.png").exists()
-    assert any(k.endswith("/zero_variance_share") for k in rows_a[0]) and "rollout/zero_variance_share" in rows_a[0]
+    assert (
+        any(k.endswith("/zero_variance_share") for k in rows_a[0])
+        and "rollout/zero_variance_share" in rows_a[0]
+    )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from execrl.config import ConfigError, TrainConfig
@@ -34,6 +35,7 @@ from execrl.recipes.loop import (
     setup_run,
     stop_on_signals,
 )
+from execrl.recipes.pipeline import OneStepOff
 from execrl.recipes.sampling import GroupSampler
 from execrl.recipes.update import step_metrics, update_from_rollout
 from execrl.rollout.types import SamplingParams
@@ -63,7 +65,9 @@ def train(
     telemetry = run_telemetry(run, resuming=resume_dir is not None)
     started = time.monotonic()
     last_step = run.start_step - 1
-    with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run):
+    with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run), ExitStack() as stack:
+        if config.algorithm.async_steps:  # rollout of step t+1 overlaps the update of step t
+            step_fn = stack.enter_context(OneStepOff(run))
         sampler = GroupSampler(
             run.engine, run.tokenizer, sandbox, setup.reward_config(config), sampling_params(config),
             seed=config.run.seed,
@@ -80,6 +84,7 @@ def train(
                 log.warning("stopping after step %d: %s", step, run.stop)
                 break
         bar.close()
+        stack.close()  # async mode: a rollout still in flight finishes before the final eval uses the sandbox
         write_domain_report(run.run_dir)  # domains.md + plots/domain_weights.png
         # A wall-time stop still evaluates (the budget was spent training); a signal or an alarm does not.
         if config.eval.enabled and (run.stop is None or run.stop.reason is StopReason.WALL_TIME):

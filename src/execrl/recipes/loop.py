@@ -8,6 +8,7 @@ evaluates, a signal exits 130) from the kind, never from the text of a message.
 
 from __future__ import annotations
 
+import copy
 import enum
 import logging
 import signal
@@ -86,6 +87,7 @@ class Run:
     engine: Engine
     start_step: int
     stop: Stop | None = None
+    behaviour_model: Any = None  # async mode: the weights the in-flight rollout samples with
 
     @property
     def old_logprobs_from_rollout(self) -> bool:
@@ -96,7 +98,9 @@ class Run:
 
     @property
     def extra_modules(self) -> dict[str, torch.nn.Module] | None:
-        return {"value_head": self.value_head} if self.value_head is not None else None
+        extra = {"value_head": self.value_head, "behaviour_policy": self.behaviour_model}
+        kept = {name: module for name, module in extra.items() if module is not None}
+        return kept or None
 
     def request_stop(self, reason: StopReason, detail: str) -> None:
         if self.stop is None:
@@ -128,6 +132,7 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
         tasks=task_scheduler(config),
         engine=create_engine(config.rollout.engine, model=model, tokenizer=tokenizer),
         start_step=0,
+        behaviour_model=behaviour_copy(model) if config.algorithm.async_steps else None,
     )
     checkpoint = latest_checkpoint(run_dir) if resume_dir is not None else None
     if checkpoint is not None:
@@ -139,6 +144,14 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
             run.tasks.load_state_dict(state.data_state["scheduler"])
         log.info("resumed from %s at step %d", checkpoint, run.start_step)
     return run
+
+
+def behaviour_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A frozen copy of the policy for the background rollout of async mode (checkpointed)."""
+    clone = copy.deepcopy(model)
+    clone.eval()
+    clone.requires_grad_(False)
+    return clone
 
 
 def sample_and_score(run: Run, step: int, sampler: GroupSampler) -> tuple[dict[str, float], ScoredGroups]:

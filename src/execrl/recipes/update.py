@@ -4,11 +4,13 @@ metrics. Shared by ``grpo.py``, ``ppo.py`` and the overlapped loop (``pipeline.p
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import torch
 
 from execrl.recipes.batch import ppo_targets, rollout_metrics, to_train_batch, trainer_logprob_gap
+from execrl.recipes.offpolicy import behaviour_logprobs, truncated_is_weights
 from execrl.recipes.sampling import ScoredGroups
 from execrl.rewards import Score, reward_metrics
 from execrl.rollout.types import RolloutBatch
@@ -28,6 +30,7 @@ def update_from_rollout(
     value_head: ValueHead | None = None,
     ref_model: torch.nn.Module | None = None,
     poison_advantages: bool = False,
+    behaviour_cap: float | None = None,
 ) -> dict[str, float]:
     """Scored rollout -> advantages -> ``TrainBatch`` -> one ``policy_update``; returns its metrics.
 
@@ -35,8 +38,15 @@ def update_from_rollout(
     ``gen_kl_error`` idea): with old log-probs taken from the rollout it is the update's own first forward
     against them, over every valid row of the first mini-batch (no extra pass); otherwise one extra no-grad
     pass over the first group. ``poison_advantages`` multiplies the advantages by NaN (fault
-    injection for the alarm tests). ``execrl bench train`` times exactly this function.
+    injection for the alarm tests). ``behaviour_cap``: the rollout came from an older policy (async mode);
+    the advantages get the truncated behaviour weight of ``offpolicy.truncated_is_weights`` (decoupled PPO),
+    which needs the proximal log-probs recomputed (``old_logprobs_from_rollout=False``). ``execrl bench
+    train`` times exactly this function.
     """
+    if behaviour_cap is not None and old_logprobs_from_rollout:
+        raise ValueError(
+            "an off-policy rollout needs its proximal log-probs recomputed: old_logprobs_from_rollout"
+        )
     rewards = torch.tensor([s.reward for s in scores], dtype=torch.float64)  # [N]
     valid = torch.tensor([s.valid for s in scores], dtype=torch.bool)  # [N]
     if value_head is None:  # group-relative; PPO's per-token GAE replaces it in ppo_targets below
@@ -60,6 +70,14 @@ def update_from_rollout(
     if value_head is not None:
         batch = ppo_targets(model, value_head, batch, rewards, gamma=tcfg.gamma, lam=tcfg.gae_lambda)
     batch = prepare_batch(model, batch, tcfg, ref_model=ref_model, value_model=value_head)
+    off_metrics: dict[str, float] = {}
+    if behaviour_cap is not None:
+        assert batch.old_logprobs is not None  # prepare_batch recomputed them: pi_prox
+        mu = behaviour_logprobs(rollout.sampling_logprobs, batch.input_ids.shape[1])  # [N, S]
+        weights, off_metrics = truncated_is_weights(
+            batch.old_logprobs, mu, batch.response_mask, cap=behaviour_cap
+        )
+        batch = dataclasses.replace(batch, advantages=batch.advantages * weights)
     metrics = policy_update(
         model, optimizer, scheduler, batch, tcfg, ref_model=ref_model, value_model=value_head
     )
@@ -67,6 +85,7 @@ def update_from_rollout(
         mismatch = metrics.get("train/old_logprob_max_abs_diff")
     if mismatch is not None:
         metrics["rollout/logprob_max_abs_diff"] = mismatch
+    metrics.update(off_metrics)
     return metrics
 
 
