@@ -78,6 +78,9 @@ class RolloutSection(_Section):
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int = Field(0, ge=0, description="0 disables top-k")
     eval_max_new_tokens: int = Field(128, ge=1)
+    stream_scoring: bool = Field(
+        False, description="score each group in the sandbox while the engine generates the next one"
+    )
 
 
 class AlgorithmSection(_Section):

@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "rewards": ("execrl.bench.rewards", "reward scoring throughput"),
     "rollout": ("execrl.bench.rollout", "generation throughput"),
     "train": ("execrl.bench.train", "training step vs TRL's GRPOTrainer"),
+    "pipeline": ("execrl.bench.pipeline", "one-step-off async training loop vs the serial loop"),
     "scheduler": ("execrl.bench.scheduler", "adaptive task scheduler vs uniform mixture (simulated domains)"),
 }
 

@@ -35,7 +35,7 @@ from execrl.recipes.loop import (
     setup_run,
     stop_on_signals,
 )
-from execrl.recipes.pipeline import OneStepOff
+from execrl.recipes.pipeline import OneStepOff, StreamingGroupSampler
 from execrl.recipes.sampling import GroupSampler
 from execrl.recipes.update import step_metrics, update_from_rollout
 from execrl.rollout.types import SamplingParams
@@ -68,7 +68,7 @@ def train(
     with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run), ExitStack() as stack:
         if config.algorithm.async_steps:  # rollout of step t+1 overlaps the update of step t
             step_fn = stack.enter_context(OneStepOff(run))
-        sampler = GroupSampler(
+        sampler = (StreamingGroupSampler if config.rollout.stream_scoring else GroupSampler)(
             run.engine, run.tokenizer, sandbox, setup.reward_config(config), sampling_params(config),
             seed=config.run.seed,
         )  # fmt: skip
