@@ -105,10 +105,7 @@ def train_step(run: Run, step: int, sampler: GroupSampler) -> dict[str, float]:
         poison_advantages=step == config.run.inject_nan_loss_at_step,
     )  # fmt: skip
     t2 = time.perf_counter()
-    metrics.update(step_metrics(
-        groups, run.tasks, weights, max_new_tokens=config.rollout.max_new_tokens, sample_s=t1 - t0,
-        update_s=t2 - t1,
-    ))  # fmt: skip
+    metrics.update(step_metrics(run, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))
     return metrics
 
 

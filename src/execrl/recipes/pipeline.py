@@ -127,10 +127,7 @@ class OneStepOff:
             behaviour_cap=config.algorithm.offpolicy_is_cap,
         )  # fmt: skip
         t2 = time.perf_counter()
-        metrics.update(step_metrics(
-            groups, run.tasks, weights, max_new_tokens=config.rollout.max_new_tokens, sample_s=t1 - t0,
-            update_s=t2 - t1,
-        ))  # fmt: skip
+        metrics.update(step_metrics(run, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))
         metrics["train/offpolicy_staleness_steps"] = staleness
         return metrics
 

@@ -10,11 +10,12 @@ from collections.abc import Sequence
 import torch
 
 from execrl.recipes.batch import ppo_targets, rollout_metrics, to_train_batch, trainer_logprob_gap
+from execrl.recipes.loop import Run
 from execrl.recipes.offpolicy import behaviour_logprobs, truncated_is_weights
 from execrl.recipes.sampling import ScoredGroups
 from execrl.rewards import Score, reward_metrics
 from execrl.rollout.types import RolloutBatch
-from execrl.scheduler import Scheduler, domain_metrics
+from execrl.scheduler import domain_metrics
 from execrl.trainer import TrainerConfig, ValueHead, compute_advantages, policy_update, prepare_batch
 
 
@@ -90,16 +91,11 @@ def update_from_rollout(
 
 
 def step_metrics(
-    groups: ScoredGroups,
-    tasks: Scheduler,
-    weights: dict[str, float],
-    *,
-    max_new_tokens: int,
-    sample_s: float,
-    update_s: float,
+    run: Run, groups: ScoredGroups, weights: dict[str, float], *, sample_s: float, update_s: float
 ) -> dict[str, float]:
     """Rewards, rollout shape, per-domain metrics (``weights``: each domain's share when the step's tasks
     were drawn) and timings of one step's scored groups."""
+    tasks, max_new_tokens = run.tasks, run.config.rollout.max_new_tokens
     rollout, scores = groups.rollout, groups.scores
     metrics = reward_metrics(scores)
     metrics.update(rollout_metrics(rollout, scores, max_new_tokens))
