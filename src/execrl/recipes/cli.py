@@ -28,7 +28,10 @@ def _train(args: argparse.Namespace) -> int:
         print(to_toml(config))
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from execrl.recipes.grpo import train
+    from execrl.recipes import grpo, ppo
+    from execrl.recipes.loop import StopReason
+
+    train = ppo.train if config.algorithm.advantage_estimator == "gae" else grpo.train
 
     outcome = train(config, resume_dir=args.resume, progress=not args.no_progress)
     print(f"run directory: {outcome.run_dir}")
@@ -37,7 +40,7 @@ def _train(args: argparse.Namespace) -> int:
         print(f"report: {report}")
     if outcome.stopped_early:
         print(f"stopped early after step {outcome.last_step}: {outcome.stopped_early}")
-        return 130 if outcome.stopped_early.startswith("signal") else 0
+        return 130 if outcome.stopped_early.reason is StopReason.SIGNAL else 0
     return 0
 
 
