@@ -56,15 +56,19 @@ def _eval(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    result = eval_command(
-        model=args.model,
-        suite=args.suite,
-        split=args.split,
-        eval_config=eval_config,
-        limit=args.limit,
-        json_path=args.json,
-        sandbox_workers=args.sandbox_workers,
-    )
+    try:
+        result = eval_command(
+            model=args.model,
+            suite=args.suite,
+            split=args.split,
+            eval_config=eval_config,
+            limit=args.limit,
+            json_path=args.json,
+            sandbox_workers=args.sandbox_workers,
+        )
+    except ConfigError as exc:  # --model names no model, run or checkpoint
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(f"suite {result.suite}: {len(result.tasks)} tasks, model {result.model}")
     for name, est in result.pass_at_k.items():
         print(f"  {name:>9}: {est.value:.4f}  (95% CI {est.ci_low:.4f} .. {est.ci_high:.4f})")
@@ -103,7 +107,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=_train)
 
     e = subparsers.add_parser("eval", help="pass@k of a model on a suite (e.g. humaneval)")
-    e.add_argument("--model", required=True, help="'smollm2-135m-instruct', a HF dir, or a checkpoint dir")
+    e.add_argument(
+        "--model",
+        required=True,
+        help="'smollm2-135m-instruct', a HF dir, an execrl run dir (newest checkpoint) or a checkpoint dir",
+    )
     e.add_argument("--suite", required=True, help="suite name, e.g. humaneval, functions")
     e.add_argument("--split", default="test")
     e.add_argument("--samples-per-task", type=int, default=1)

@@ -1,0 +1,69 @@
+"""``execrl export`` and ``execrl serve`` (cheap to import: torch and aiohttp load in the handlers)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+
+def _export(args: argparse.Namespace) -> int:
+    from execrl.config import ConfigError
+    from execrl.serve.export import export_model
+
+    try:
+        out = export_model(args.source, args.out_dir)
+    except (ConfigError, FileExistsError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"exported: {out}")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import torch
+    from aiohttp import web
+
+    from execrl.config import ConfigError
+    from execrl.rollout.engine import create_engine
+    from execrl.serve.export import load_any_model
+    from execrl.serve.server import ServeConfig, build_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        model, tokenizer, source = load_any_model(args.model)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    engine = create_engine("hf", model=model, tokenizer=tokenizer)
+    name = args.served_model_name or args.model
+    config = ServeConfig(
+        model_name=name,
+        default_max_tokens=args.max_tokens,
+        max_prompts_per_batch=args.max_prompts_per_batch,
+        seed=args.seed,
+    )
+    print(f"serving {source.description} as {name!r} on http://{args.host}:{args.port}/v1", flush=True)
+    web.run_app(build_app(engine, config), host=args.host, port=args.port, print=None)  # type: ignore[arg-type]
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    x = subparsers.add_parser("export", help="write a run/checkpoint as a plain Hugging Face model directory")
+    x.add_argument("source", help="run directory (newest checkpoint), checkpoint directory or HF directory")
+    x.add_argument("out_dir", type=Path, help="new directory to write (must not exist or be empty)")
+    x.set_defaults(func=_export)
+
+    s = subparsers.add_parser("serve", help="OpenAI-compatible HTTP server (/v1/chat/completions)")
+    s.add_argument("--model", required=True, help="'smollm2-135m-instruct', HF dir, run dir or checkpoint")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--served-model-name", help="the `model` clients must send (default: --model)")
+    s.add_argument("--max-tokens", type=int, default=256, help="default max_tokens of a request")
+    s.add_argument("--max-prompts-per-batch", type=int, default=32)
+    s.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    s.add_argument("--seed", type=int, default=0, help="seeds the server's generator of request seeds")
+    s.set_defaults(func=_serve)
