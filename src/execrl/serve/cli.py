@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
+import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -23,7 +29,6 @@ def _export(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     import torch
-    from aiohttp import web
 
     from execrl.config import ConfigError
     from execrl.rollout.engine import create_engine
@@ -46,9 +51,25 @@ def _serve(args: argparse.Namespace) -> int:
         max_prompts_per_batch=args.max_prompts_per_batch,
         seed=args.seed,
     )
-    print(f"serving {source.description} as {name!r} on http://{args.host}:{args.port}/v1", flush=True)
-    web.run_app(build_app(engine, config), host=args.host, port=args.port, print=None)  # type: ignore[arg-type]
+    print(f"serving {source.description} as {name!r}", flush=True)
+    asyncio.run(_serve_until_signal(build_app(engine, config), args.host, args.port))
     return 0
+
+
+async def _serve_until_signal(app: web.Application, host: str, port: int) -> None:
+    """Serve until SIGINT/SIGTERM; prints ``listening on URL`` once bound (``--port 0`` picks a port)."""
+    from execrl.serve.background import start_site
+
+    runner, url = await start_site(app, host, port)
+    print(f"listening on {url}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
