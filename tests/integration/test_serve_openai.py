@@ -188,3 +188,38 @@ def _wait_for_url(proc: subprocess.Popen[str]) -> str:
             return line.split("listening on ", 1)[1].strip()
         assert line or proc.poll() is None, "execrl serve exited before listening"
     raise AssertionError("execrl serve did not start within 120 s")
+
+
+@pytest.mark.slow
+def test_bench_serve_writes_ratio_json(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The benchmark runs end to end and its JSON carries the headline ratio (value not asserted: CPU load)."""
+    out = tmp_path / "serve.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "execrl.cli",
+            "bench",
+            "serve",
+            "--model",
+            str(tiny_model_dir),
+            "--concurrency",
+            "1,16",
+            "--requests-per-client",
+            "1",
+            "--max-tokens",
+            "8",
+            "--threads",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["ratio_vs_naive_at_16"] > 0
+    assert report["sides"]["execrl"]["16"]["requests"] == 16
+    assert report["sides"]["naive"]["16"]["completion_tokens"] > 0
