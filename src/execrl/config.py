@@ -168,6 +168,16 @@ class EvalSection(_Section):
     bootstrap_resamples: int = Field(2000, ge=100)
 
 
+class RefineSection(_Section):
+    """Multi-turn RL on execution feedback (``recipes/refine_rl.py``, RLEF-style)."""
+
+    max_turns: int = Field(
+        1, ge=1, le=8, description="1 = single-turn GRPO (recipes/grpo.py); > 1 = multi-turn refine RL"
+    )
+    feedback: Literal["pass_fail", "names", "details"] = "details"
+    invalid_turn_penalty: float = Field(0.0, ge=0, description="subtracted per turn without valid code")
+
+
 class TrainConfig(_Section):
     run: RunSection = RunSection()
     model: ModelSection = ModelSection()
@@ -180,6 +190,7 @@ class TrainConfig(_Section):
     telemetry: TelemetrySection = TelemetrySection()
     checkpoint: CheckpointSection = CheckpointSection()
     eval: EvalSection = EvalSection()
+    refine: RefineSection = RefineSection()
 
     @property
     def sequences_per_step(self) -> int:

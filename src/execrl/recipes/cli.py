@@ -26,9 +26,17 @@ def _train(args: argparse.Namespace) -> int:
         print(to_toml(config))
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from execrl.recipes.grpo import train
+    if config.refine.max_turns > 1:  # multi-turn RL on execution feedback
+        if args.resume is not None:
+            print("error: --resume is not supported by the multi-turn refine recipe yet", file=sys.stderr)
+            return 2
+        from execrl.recipes.refine_rl import train as train_refine
 
-    outcome = train(config, resume_dir=args.resume, progress=not args.no_progress)
+        outcome = train_refine(config, progress=not args.no_progress)
+    else:
+        from execrl.recipes.grpo import train
+
+        outcome = train(config, resume_dir=args.resume, progress=not args.no_progress)
     print(f"run directory: {outcome.run_dir}")
     report = outcome.run_dir / "report.md"
     if report.exists():
