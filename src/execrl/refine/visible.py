@@ -43,7 +43,7 @@ def explain_assert(code: str) -> str:
     out: list[str] = []
     for node in tree.body:
         shape = _observed(node.test) if isinstance(node, ast.Assert) else None
-        if shape is None:
+        if shape is None or not isinstance(node, ast.Assert):
             out.append(ast.unparse(node))
             continue
         call, expected = (ast.unparse(e) for e in shape)

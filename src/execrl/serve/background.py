@@ -27,7 +27,7 @@ async def start_site(
     server = site._server
     if server is None or not getattr(server, "sockets", None):
         raise RuntimeError(f"aiohttp did not bind {host}:{port}")
-    return runner, f"http://{host}:{server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    return runner, f"http://{host}:{server.sockets[0].getsockname()[1]}"  # type: ignore[attr-defined]
 
 
 @contextmanager
