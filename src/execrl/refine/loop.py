@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -193,6 +193,37 @@ def _swap_feedback(texts: list[str], rng: random.Random) -> list[str]:
     return [texts[shifted[i]] for i in range(len(texts))]
 
 
+# Builds the next turn's conversations for the still-failing problems ``active`` (it may annotate their
+# latest attempts, e.g. with the feedback shown): (attempts, last visible scores, active, turn) -> convs.
+NextTurn = Callable[[list[list[Attempt]], list["Score | None"], list[int], int], list[list[dict[str, str]]]]
+
+
+def _turns(
+    tasks: Sequence[Task],
+    backend: ChatBackend,
+    runner: SyncRunner,
+    config: RefineConfig,
+    first: tuple[list[Attempt], list[Score | None]],
+    next_turn: NextTurn,
+    seed_offset: int,
+) -> list[list[Attempt]]:
+    """Turns 2..rounds for the problems whose visible tests still fail (the early stop of every condition)."""
+    attempts = [[a] for a in first[0]]
+    last_scores = list(first[1])
+    for turn in range(2, config.rounds + 1):
+        active = [i for i, score in enumerate(last_scores) if score is not None and not score.passed]
+        if not active:
+            break
+        conversations = next_turn(attempts, last_scores, active, turn)
+        seed = config.seed + 7919 * turn + seed_offset
+        chosen = [tasks[i] for i in active]
+        new, scores = _generate_and_score(chosen, conversations, turn, backend, runner, config, seed)
+        for i, attempt, score in zip(active, new, scores, strict=True):
+            attempts[i].append(attempt)
+            last_scores[i] = score
+    return attempts
+
+
 def run_refine(
     tasks: Sequence[Task],
     backend: ChatBackend,
@@ -204,34 +235,28 @@ def run_refine(
     trace: TraceWriter | None = None,
 ) -> list[ProblemRun]:
     """The loop, from shared first attempts. ``source="random"`` is the random-feedback control."""
-    condition = "refine" if source == "own" else "random_feedback"
     rng = random.Random(config.seed + 17)
-    attempts = [[a] for a in first[0]]
-    last_scores = list(first[1])
-    for turn in range(2, config.rounds + 1):
-        active = [i for i, score in enumerate(last_scores) if score is not None and not score.passed]
-        if not active:
-            break
-        feedback = [_feedback(last_scores[i], config) or "" for i in active]
+
+    def next_turn(
+        attempts: list[list[Attempt]], scores: list[Score | None], active: list[int], turn: int
+    ) -> list[list[dict[str, str]]]:
+        feedback = [_feedback(scores[i], config) or "" for i in active]
         if source == "random":
             feedback = _swap_feedback(feedback, rng)
         conversations = []
         for i, text in zip(active, feedback, strict=True):
             attempts[i][-1] = dataclasses.replace(attempts[i][-1], feedback=text)
             conversations.append(_next_messages(tasks[i], attempts[i][-1], text, config))
-        new, scores = _generate_and_score(
-            [tasks[i] for i in active],
-            conversations,
-            turn,
-            backend,
-            runner,
-            config,
-            config.seed + 7919 * turn,
-        )
-        for i, attempt, score in zip(active, new, scores, strict=True):
-            attempts[i].append(attempt)
-            last_scores[i] = score
-    runs = [ProblemRun(t.id, condition, tuple(a)) for t, a in zip(tasks, attempts, strict=True)]
+        return conversations
+
+    attempts = _turns(tasks, backend, runner, config, first, next_turn, seed_offset=0)
+    condition = "refine" if source == "own" else "random_feedback"
+    return _finish(
+        [ProblemRun(t.id, condition, tuple(a)) for t, a in zip(tasks, attempts, strict=True)], trace
+    )
+
+
+def _finish(runs: list[ProblemRun], trace: TraceWriter | None) -> list[ProblemRun]:
     if trace is not None:
         trace.write_runs(runs)
     return runs
@@ -264,31 +289,18 @@ def run_resample(
     Same early stop, so problem by problem it spends exactly the generations the loop spends; the final
     program is the best on the visible tests (highest pass fraction, earliest on ties), then hidden-scored.
     """
-    attempts = [[a] for a in first[0]]
-    last_scores = list(first[1])
-    for turn in range(2, config.rounds + 1):
-        active = [i for i, score in enumerate(last_scores) if score is not None and not score.passed]
-        if not active:
-            break
-        new, scores = _generate_and_score(
-            [tasks[i] for i in active],
-            [_messages(tasks[i]) for i in active],
-            turn,
-            backend,
-            runner,
-            config,
-            config.seed + 7919 * turn + 1,
-        )
-        for i, attempt, score in zip(active, new, scores, strict=True):
-            attempts[i].append(attempt)
-            last_scores[i] = score
+
+    def next_turn(
+        attempts: list[list[Attempt]], scores: list[Score | None], active: list[int], turn: int
+    ) -> list[list[dict[str, str]]]:
+        return [_messages(tasks[i]) for i in active]
+
+    attempts = _turns(tasks, backend, runner, config, first, next_turn, seed_offset=1)
     runs = [
         ProblemRun(t.id, "resample", tuple(a), final_index=best_visible_index(a))
         for t, a in zip(tasks, attempts, strict=True)
     ]
-    if trace is not None:
-        trace.write_runs(runs)
-    return runs
+    return _finish(runs, trace)
 
 
 def best_visible_index(attempts: Sequence[Attempt]) -> int:
