@@ -23,7 +23,11 @@ from dataclasses import dataclass, field, replace
 from execrl.rollout.engine import Engine
 from execrl.rollout.types import RolloutBatch, SamplingParams
 
-__all__ = ["Batcher", "Choice", "Generated"]
+__all__ = ["Batcher", "Choice", "EngineFailed", "Generated"]
+
+
+class EngineFailed(RuntimeError):
+    """The engine raised something other than a refusal of the inputs; the server stops generating."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,12 @@ def split_batch(batch: RolloutBatch, stops: Sequence[str]) -> list[Generated]:
     return out
 
 
+def _fail(jobs: list[_Job], exc: BaseException) -> None:
+    for job in jobs:
+        if not job.future.done():
+            job.future.set_exception(exc)
+
+
 class Batcher:
     """Queue of pending requests, drained into grouped ``engine.generate`` calls on one worker thread."""
 
@@ -85,6 +95,7 @@ class Batcher:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="execrl-engine")
         self._rng = random.Random(seed)
         self._task: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
         self.batches_run = 0
         self.prompts_run = 0
 
@@ -98,6 +109,8 @@ class Batcher:
         self._executor.shutdown(wait=True)
 
     async def submit(self, prompt_ids: Sequence[int], params: SamplingParams, *, seeded: bool) -> Generated:
+        if self.failure is not None:
+            raise EngineFailed(f"the engine failed earlier ({self.failure!r}); restart the server")
         future: asyncio.Future[Generated] = asyncio.get_running_loop().create_future()
         await self._queue.put(_Job(tuple(prompt_ids), params, seeded, future))
         return await future
@@ -129,10 +142,14 @@ class Batcher:
         try:
             batch = await loop.run_in_executor(self._executor, self.engine.generate, prompts, params)
         except ValueError as exc:  # the engine refused the inputs: each waiting request gets the error
-            for job in group:
-                if not job.future.done():
-                    job.future.set_exception(exc)
+            _fail(group, exc)
             return
+        except BaseException as exc:  # a broken engine: every waiting request learns it, then re-raise
+            self.failure = exc
+            _fail(group, EngineFailed(f"generation failed: {exc!r}"))
+            while not self._queue.empty():
+                _fail([self._queue.get_nowait()], EngineFailed(f"generation failed: {exc!r}"))
+            raise
         self.batches_run += 1
         self.prompts_run += len(group)
         for job, result in zip(group, split_batch(batch, params.stop_strings), strict=True):

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from execrl.rollout.types import SamplingParams
 from execrl.serve.api import ChatRequest, RequestError, error_body, parse_chat_request
-from execrl.serve.batcher import Batcher, Generated
+from execrl.serve.batcher import Batcher, EngineFailed, Generated
 
 if TYPE_CHECKING:
     from execrl.rollout.hf_engine import HFEngine
@@ -115,6 +115,8 @@ async def _chat(request: web.Request) -> web.StreamResponse:
     prompt_ids, params = _encode(state, req)
     try:
         generated = await request.app[_BATCHER].submit(prompt_ids, params, seeded=req.seed is not None)
+    except EngineFailed as exc:
+        raise RequestError(str(exc), status=503, code="engine_failed") from exc
     except ValueError as exc:
         raise RequestError(str(exc)) from exc
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
