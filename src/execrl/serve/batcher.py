@@ -4,7 +4,9 @@ Why: on CPU (and more so on a GPU) one decode step over 16 rows costs little mor
 server that runs requests one at a time leaves most of the hardware idle (``execrl bench serve`` measures
 the gap against a naive one-request-at-a-time server). Requests that arrive while a generation runs wait
 in a queue; when the engine is free, everything queued is grouped by sampling parameters and each group
-runs as one call (up to ``max_prompts_per_batch`` prompts).
+runs as one call (up to ``max_prompts_per_batch`` prompts). After the first request of an idle spell the
+batcher waits ``window_s`` (20 ms) so that a burst of clients lands in one batch instead of the first
+request running alone while the others wait for it (what the first `execrl bench serve` run showed).
 
 Limits: requests join only at batch boundaries (no iteration-level scheduling as in vLLM/Orca, so a short
 request behind a long one waits); only requests with identical sampling parameters share a call. A request
@@ -86,9 +88,14 @@ def _fail(jobs: list[_Job], exc: BaseException) -> None:
 class Batcher:
     """Queue of pending requests, drained into grouped ``engine.generate`` calls on one worker thread."""
 
-    def __init__(self, engine: Engine, *, max_prompts_per_batch: int = 32, seed: int = 0) -> None:
-        if max_prompts_per_batch < 1:
-            raise ValueError(f"max_prompts_per_batch must be >= 1, got {max_prompts_per_batch}")
+    def __init__(
+        self, engine: Engine, *, max_prompts_per_batch: int = 32, window_s: float = 0.02, seed: int = 0
+    ) -> None:
+        if max_prompts_per_batch < 1 or window_s < 0:
+            raise ValueError(
+                f"max_prompts_per_batch must be >= 1 and window_s >= 0, got {max_prompts_per_batch}"
+            )
+        self.window_s = window_s
         self.engine = engine
         self.max_prompts_per_batch = max_prompts_per_batch
         self._queue: asyncio.Queue[_Job] = asyncio.Queue()
@@ -118,6 +125,8 @@ class Batcher:
     async def _loop(self) -> None:
         while True:
             jobs = [await self._queue.get()]
+            if self.window_s > 0:  # a burst of requests arrives over a few ms: let it gather
+                await asyncio.sleep(self.window_s)
             while not self._queue.empty():
                 jobs.append(self._queue.get_nowait())
             for group in self._groups(jobs):
