@@ -13,7 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from execrl.refine.loop import ProblemRun, RefineConfig, first_attempts, run_refine, run_resample
+from execrl.refine.loop import (
+    FeedbackSource,
+    ProblemRun,
+    RefineConfig,
+    first_attempts,
+    run_refine,
+    run_resample,
+)
 from execrl.refine.report import summarize
 from execrl.refine.trace import TraceWriter
 from execrl.tasks.schema import Task
@@ -56,7 +63,7 @@ def evaluate_refine(
             if name == "resample":
                 runs[name] = run_resample(tasks, backend, runner, config, first=first, trace=trace)
             else:
-                source = "own" if name == "refine" else "random"
+                source: FeedbackSource = "own" if name == "refine" else "random"
                 runs[name] = run_refine(
                     tasks, backend, runner, config, first=first, source=source, trace=trace
                 )

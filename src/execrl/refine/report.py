@@ -17,7 +17,7 @@ Intervals: percentile bootstrap over problems (``execrl.eval.stats``); differenc
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from execrl.eval.stats import bootstrap_ci, paired_bootstrap_diff
@@ -78,7 +78,7 @@ def _usage(runs: Sequence[ProblemRun]) -> dict[str, float]:
 
 
 def summarize(
-    conditions: dict[str, Sequence[ProblemRun]], rounds: int, *, resamples: int = 2000, seed: int = 0
+    conditions: Mapping[str, Sequence[ProblemRun]], rounds: int, *, resamples: int = 2000, seed: int = 0
 ) -> dict[str, Any]:
     """The report (see the module docstring); ``conditions`` maps names to runs in the same task order."""
     ids = [r.task_id for r in next(iter(conditions.values()))]

@@ -31,7 +31,7 @@ def _serve(args: argparse.Namespace) -> int:
     import torch
 
     from execrl.config import ConfigError
-    from execrl.rollout.engine import create_engine
+    from execrl.rollout.hf_engine import HFEngine
     from execrl.serve.export import load_any_model
     from execrl.serve.server import ServeConfig, build_app
 
@@ -43,7 +43,7 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    engine = create_engine("hf", model=model, tokenizer=tokenizer)
+    engine = HFEngine(model, tokenizer)
     name = args.served_model_name or args.model
     config = ServeConfig(
         model_name=name,

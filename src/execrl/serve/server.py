@@ -30,9 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ServeConfig", "build_app"]
 
-_BATCHER = web.AppKey("batcher", Batcher)
-_STATE = web.AppKey("state", "_State")
-
 
 @dataclass(frozen=True)
 class ServeConfig:
@@ -47,6 +44,10 @@ class _State:
     config: ServeConfig
     engine: HFEngine
     context_tokens: int
+
+
+_BATCHER = web.AppKey("batcher", Batcher)
+_STATE = web.AppKey("state", _State)
 
 
 def build_app(engine: HFEngine, config: ServeConfig) -> web.Application:
@@ -83,8 +84,8 @@ async def _openai_errors(
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        err = RequestError(f"{exc.reason}: {request.method} {request.path}", status=exc.status)
-        return web.json_response(error_body(err), status=exc.status)
+        wrapped = RequestError(f"{exc.reason}: {request.method} {request.path}", status=exc.status)
+        return web.json_response(error_body(wrapped), status=exc.status)
 
 
 async def _models(request: web.Request) -> web.Response:
@@ -176,9 +177,12 @@ def _completion_body(state: _State, generated: Generated, completion_id: str) ->
 
 def _token_pieces(state: _State, token_ids: tuple[int, ...], text: str) -> list[str]:
     """``text`` split at token boundaries (cumulative decoding, so multi-byte characters stay whole)."""
-    pieces, previous = [], ""
+    pieces: list[str] = []
+    previous = ""
     for end in range(1, len(token_ids) + 1):
-        decoded = state.engine.tokenizer.decode(list(token_ids[:end]), skip_special_tokens=True)[: len(text)]
+        decoded = str(state.engine.tokenizer.decode(list(token_ids[:end]), skip_special_tokens=True))[
+            : len(text)
+        ]
         if len(decoded) > len(previous) and text.startswith(decoded):
             pieces.append(decoded[len(previous) :])
             previous = decoded
