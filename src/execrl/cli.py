@@ -19,7 +19,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "execrl.sandbox.cli",  # sandbox run|serve
     "execrl.tasks.cli",  # tasks ls|check|overlap
     "execrl.rewards.cli",  # rewards ls|score
-    "execrl.bench.cli",  # bench sandbox|rewards|rollout|train
+    "execrl.bench.cli",  # bench sandbox|rewards|rollout|train|serve
+    "execrl.serve.cli",  # export, serve
+    "execrl.refine.cli",  # refine, refine show
 )
 
 

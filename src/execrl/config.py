@@ -292,6 +292,16 @@ class AuditSection(_Section):
     flagged_per_step: int = Field(8, ge=0, description="suspicious completions kept in hack.jsonl per step")
 
 
+class RefineSection(_Section):
+    """Multi-turn RL on execution feedback (``recipes/refine_rl.py``, RLEF-style)."""
+
+    max_turns: int = Field(
+        1, ge=1, le=8, description="1 = single-turn GRPO (recipes/grpo.py); > 1 = multi-turn refine RL"
+    )
+    feedback: Literal["pass_fail", "names", "details"] = "details"
+    invalid_turn_penalty: float = Field(0.0, ge=0, description="subtracted per turn without valid code")
+
+
 class TrainConfig(_Section):
     run: RunSection = RunSection()
     model: ModelSection = ModelSection()
@@ -306,6 +316,7 @@ class TrainConfig(_Section):
     eval: EvalSection = EvalSection()
     audit: AuditSection = AuditSection()
     scheduler: SchedulerSection = SchedulerSection()
+    refine: RefineSection = RefineSection()
 
     @property
     def sequences_per_step(self) -> int:

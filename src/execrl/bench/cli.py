@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "audit": ("execrl.bench.audit", "reward-audit overhead vs the reward stage and the step"),
     "pipeline": ("execrl.bench.pipeline", "one-step-off async training loop vs the serial loop"),
     "scheduler": ("execrl.bench.scheduler", "adaptive task scheduler vs uniform mixture (simulated domains)"),
+    "serve": ("execrl.bench.serve", "execrl serve vs a naive one-request-at-a-time generate server"),
 }
 
 

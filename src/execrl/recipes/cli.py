@@ -28,12 +28,20 @@ def _train(args: argparse.Namespace) -> int:
         print(to_toml(config))
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from execrl.recipes import grpo, ppo
     from execrl.recipes.loop import StopReason
 
-    train = ppo.train if config.algorithm.advantage_estimator == "gae" else grpo.train
+    if config.refine.max_turns > 1:  # multi-turn RL on execution feedback
+        if args.resume is not None:
+            print("error: --resume is not supported by the multi-turn refine recipe yet", file=sys.stderr)
+            return 2
+        from execrl.recipes.refine_rl import train as train_refine
 
-    outcome = train(config, resume_dir=args.resume, progress=not args.no_progress)
+        outcome = train_refine(config, progress=not args.no_progress)
+    else:
+        from execrl.recipes import grpo, ppo
+
+        train = ppo.train if config.algorithm.advantage_estimator == "gae" else grpo.train
+        outcome = train(config, resume_dir=args.resume, progress=not args.no_progress)
     print(f"run directory: {outcome.run_dir}")
     report = outcome.run_dir / "report.md"
     if report.exists():
@@ -68,15 +76,19 @@ def _eval(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    result = eval_command(
-        model=args.model,
-        suite=args.suite,
-        split=args.split,
-        eval_config=eval_config,
-        limit=args.limit,
-        json_path=args.json,
-        sandbox_workers=args.sandbox_workers,
-    )
+    try:
+        result = eval_command(
+            model=args.model,
+            suite=args.suite,
+            split=args.split,
+            eval_config=eval_config,
+            limit=args.limit,
+            json_path=args.json,
+            sandbox_workers=args.sandbox_workers,
+        )
+    except ConfigError as exc:  # --model names no model, run or checkpoint
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(f"suite {result.suite}: {len(result.tasks)} tasks, model {result.model}")
     for name, est in result.pass_at_k.items():
         print(f"  {name:>9}: {est.value:.4f}  (95% CI {est.ci_low:.4f} .. {est.ci_high:.4f})")
@@ -126,7 +138,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=_train)
 
     e = subparsers.add_parser("eval", help="pass@k of a model on a suite (e.g. humaneval)")
-    e.add_argument("--model", required=True, help="'smollm2-135m-instruct', a HF dir, or a checkpoint dir")
+    e.add_argument(
+        "--model",
+        required=True,
+        help="'smollm2-135m-instruct', a HF dir, an execrl run dir (newest checkpoint) or a checkpoint dir",
+    )
     e.add_argument("--suite", required=True, help="suite name, e.g. humaneval, functions")
     e.add_argument("--split", default="test")
     e.add_argument("--samples-per-task", type=int, default=1)

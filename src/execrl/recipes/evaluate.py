@@ -123,19 +123,19 @@ def eval_command(
 ) -> EvalResult:
     """``execrl eval``: one model on one suite, per-task results saved, summary printed by the caller."""
     from execrl.rollout.engine import create_engine
-    from execrl.rollout.models import load_model_and_tokenizer
     from execrl.sandbox import Sandbox, SandboxConfig
+    from execrl.serve.export import load_any_model
     from execrl.tasks import load_suite
 
-    path = setup.resolve_model_path(model)
-    model_obj, tokenizer = load_model_and_tokenizer(path)
+    # A HF directory, the embedded model, an execrl run directory (newest checkpoint) or a checkpoint.
+    model_obj, tokenizer, source = load_any_model(model)
     tasks = load_suite(suite, split=split)
     if limit is not None:
         tasks = tasks[:limit]
     engine = create_engine("hf", model=model_obj, tokenizer=tokenizer)
     with Sandbox(SandboxConfig(workers=sandbox_workers)) as sandbox:
         result = evaluate(
-            engine, tasks, suite=suite, model_name=str(path), config=eval_config, sandbox=sandbox
+            engine, tasks, suite=suite, model_name=source.description, config=eval_config, sandbox=sandbox
         )  # type: ignore[arg-type]
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)

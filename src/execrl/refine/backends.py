@@ -1,0 +1,120 @@
+"""Model backends of the refine loop, behind one interface: the local engine or any OpenAI-compatible API.
+
+``ChatBackend.complete(conversations, params)`` answers a batch of conversations at once: the local
+backend runs them as one ``engine.generate`` call per ``prompts_per_batch`` chunk (the rollout engine's
+batching); the OpenAI backend sends them concurrently to ``/v1/chat/completions`` (``execrl serve``, vLLM,
+a hosted API), so a server that batches (``execrl serve`` does) sees them together.
+
+Limits: the local backend re-encodes each turn's whole conversation; it does not keep the KV cache of the
+previous turns between calls (the engine's prompt cache lives within one ``generate`` call), so turn t
+prefills all earlier turns again. Token counts of the OpenAI backend are the server's ``usage`` figures; it sends no ``seed`` (a seeded
+request runs alone on ``execrl serve``, which would undo its batching), so API runs are not reproducible.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from execrl.rollout.engine import Engine
+
+__all__ = ["ChatBackend", "GenerationParams", "LocalBackend", "OpenAIBackend", "Reply"]
+
+Conversation = Sequence[dict[str, str]]
+log = logging.getLogger("execrl.refine")
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    max_new_tokens: int = 384
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+
+
+class ChatBackend(Protocol):
+    name: str
+
+    def complete(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]: ...
+
+
+class LocalBackend:
+    """The rollout engine in this process; ``conversations`` go through the tokenizer's chat template."""
+
+    def __init__(self, engine: Engine, tokenizer: object, *, name: str, prompts_per_batch: int = 16) -> None:
+        self.engine, self.tokenizer, self.name = engine, tokenizer, name
+        self.prompts_per_batch = prompts_per_batch
+
+    def complete(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]:
+        from execrl.rollout.prompts import encode_prompts
+        from execrl.rollout.types import SamplingParams
+
+        sampling = SamplingParams(
+            samples_per_prompt=1,
+            max_new_tokens=params.max_new_tokens,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            seed=params.seed,
+        )
+        replies: list[Reply] = []
+        for start in range(0, len(conversations), self.prompts_per_batch):
+            chunk = [list(c) for c in conversations[start : start + self.prompts_per_batch]]
+            prompts = encode_prompts(self.tokenizer, chunk)  # type: ignore[arg-type]
+            batch = self.engine.generate(prompts, sampling)
+            log.info(
+                "generated %d/%d conversations (%d tokens in %.0f s)",
+                start + len(chunk),
+                len(conversations),
+                batch.stats.generated_tokens,
+                batch.stats.total_s,
+            )
+            lengths = batch.completion_lengths.tolist()
+            replies.extend(
+                Reply(batch.texts[i], len(prompts[i]), int(lengths[i]), batch.finish_reasons[i])
+                for i in range(len(chunk))
+            )
+        return replies
+
+
+class OpenAIBackend:
+    """Any OpenAI-compatible endpoint, ``concurrency`` requests in flight (one per conversation)."""
+
+    def __init__(self, base_url: str, model: str, *, api_key: str = "unused", concurrency: int = 16) -> None:
+        import openai
+
+        self.client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=2, timeout=3600)
+        self.name, self.model, self.concurrency = f"openai:{model}@{base_url}", model, concurrency
+
+    def _one(self, conversation: Conversation, params: GenerationParams) -> Reply:
+        reply = self.client.chat.completions.create(
+            model=self.model,
+            messages=list(conversation),  # type: ignore[arg-type]
+            max_tokens=params.max_new_tokens,
+            temperature=params.temperature,
+            top_p=params.top_p,
+        )
+        choice = reply.choices[0]
+        usage = reply.usage
+        return Reply(
+            choice.message.content or "",
+            usage.prompt_tokens if usage else 0,
+            usage.completion_tokens if usage else 0,
+            choice.finish_reason or "stop",
+        )
+
+    def complete(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]:
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            futures = [pool.submit(self._one, c, params) for c in conversations]
+            return [f.result() for f in futures]

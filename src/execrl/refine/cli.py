@@ -1,0 +1,146 @@
+"""``execrl refine`` (the loop with its controls on a suite) and ``execrl refine show TRACE``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _backend(args: argparse.Namespace) -> Any:
+    if args.base_url:
+        from execrl.refine.backends import OpenAIBackend
+
+        return OpenAIBackend(args.base_url, args.model, api_key=args.api_key, concurrency=args.concurrency)
+    import torch
+
+    from execrl.refine.backends import LocalBackend
+    from execrl.rollout.engine import create_engine
+    from execrl.serve.export import load_any_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, tokenizer, source = load_any_model(args.model)
+    engine = create_engine("hf", model=model, tokenizer=tokenizer)
+    return LocalBackend(engine, tokenizer, name=source.description, prompts_per_batch=args.prompts_per_batch)
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from execrl.refine.backends import GenerationParams
+    from execrl.refine.loop import RefineConfig
+
+    generation = GenerationParams(
+        max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p, seed=args.seed
+    )
+    return RefineConfig(
+        rounds=args.rounds,
+        feedback=args.feedback,
+        max_failures_shown=args.max_failures_shown,
+        history=args.history,
+        generation=generation,
+        seed=args.seed,
+    )
+
+
+def _refine(args: argparse.Namespace) -> int:
+    from execrl.config import ConfigError
+
+    if args.model is None:
+        print("error: --model is required (or use `execrl refine show TRACE`)", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from execrl.refine.evaluate import evaluate_refine
+    from execrl.sandbox import Sandbox, SandboxConfig
+    from execrl.tasks import load_suite
+
+    try:
+        config = _config(args)
+        tasks = load_suite(args.suite, split=args.split)[: args.limit]
+        backend = _backend(args)
+    except (ConfigError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    trace = args.trace or (args.json.with_suffix(".trace.jsonl") if args.json else None)
+    with Sandbox(SandboxConfig(workers=args.sandbox_workers)) as sandbox:
+        summary = evaluate_refine(
+            tasks, backend, sandbox, config, conditions=args.conditions.split(","), trace_path=trace
+        )
+    summary["suite"], summary["split"] = args.suite, args.split
+    print(format_summary(summary))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+        print(f"summary: {args.json}")
+    if trace:
+        print(f"trace: {trace}  (render: execrl refine show {trace})")
+    return 0
+
+
+def _ci(est: dict[str, float]) -> str:
+    return f"{est['value']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}]"
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    lines = [f"{summary['problems']} problems, hidden pass@1 by round (95% bootstrap CI):"]
+    for name, cond in summary["conditions"].items():
+        cells = "  ".join(_ci(e) for e in cond["hidden_pass_by_round"])
+        lines.append(f"  {name:<16} {cells}")
+    for name, deltas in summary["deltas"].items():
+        lines.append(f"  {name:<28} " + "  ".join(_ci(e) for e in deltas))
+    for name, cond in summary["conditions"].items():
+        if cond["transitions"]:
+            lines.append(
+                f"  {name}: fix rate {cond['fix_rate']:.3f}, regressions {cond['regression_rate']:.3f}, "
+                f"identical resubmissions {cond['identical_resubmission_rate']:.3f} "
+                f"over {cond['transitions']} repairs; by error: "
+                + ", ".join(f"{c} {v['fixed']}/{v['tried']}" for c, v in cond["fix_rate_by_error"].items())
+            )
+    return "\n".join(lines)
+
+
+def _show(args: argparse.Namespace) -> int:
+    from execrl.refine.trace import format_trace, read_trace
+
+    try:
+        rows = list(read_trace(args.trace_file))
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(format_trace(rows, task_id=args.task, condition=args.condition, show_prompt=args.prompt))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    r = subparsers.add_parser("refine", help="execute-and-refine loop vs resampling and random feedback")
+    r.add_argument("--model", help="model, run dir or checkpoint; with --base-url: the served model name")
+    r.add_argument("--base-url", help="an OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1)")
+    r.add_argument("--api-key", default="unused")
+    r.add_argument("--concurrency", type=int, default=16, help="requests in flight (--base-url)")
+    r.add_argument("--suite", default="humaneval")
+    r.add_argument("--split", default="test")
+    r.add_argument("--rounds", type=int, default=3, help="generations per problem at most (1 + repairs)")
+    r.add_argument("--feedback", default="details", choices=("pass_fail", "names", "details"))
+    r.add_argument("--max-failures-shown", type=int, default=3)
+    r.add_argument("--history", default="full", choices=("full", "last"))
+    r.add_argument("--conditions", default="refine,random_feedback,resample")
+    r.add_argument("--max-new-tokens", type=int, default=384)
+    r.add_argument("--temperature", type=float, default=0.6, help="> 0: resampling needs distinct samples")
+    r.add_argument("--top-p", type=float, default=1.0)
+    r.add_argument("--limit", type=int, help="only the first N problems")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--prompts-per-batch", type=int, default=16)
+    r.add_argument("--threads", type=int, default=0)
+    r.add_argument("--sandbox-workers", type=int, default=2)
+    r.add_argument("--json", type=Path, help="summary JSON (trace next to it unless --trace)")
+    r.add_argument("--trace", type=Path, help="JSONL trace of every turn")
+    r.set_defaults(func=_refine)
+    sub = r.add_subparsers(dest="refine_command", metavar="show")
+    s = sub.add_parser("show", help="render a refine trace readably")
+    s.add_argument("trace_file", type=Path)
+    s.add_argument("--task", help="only this task id")
+    s.add_argument("--condition", help="only this condition (refine, random_feedback, resample)")
+    s.add_argument("--prompt", action="store_true", help="also print each problem's prompt")
+    s.set_defaults(func=_show)

@@ -1,0 +1,223 @@
+"""Multi-turn rollouts for RL on execution feedback (RLEF: Gehring et al. 2024, arXiv 2410.02089).
+
+An episode is one context: the task prompt, the model's turn, the sandbox's feedback on the visible tests,
+the model's next turn, ... up to ``max_turns``. The loss covers only the model's own sampled tokens
+(``model_mask``); the reward is the final program's score on the **hidden** tests, minus
+``invalid_turn_penalty`` for every turn that produced no code or code that does not compile.
+
+Token ids never drift between turns: the model's turns are kept as the exact sampled ids (re-tokenising
+their text can give different ids: verl #3960), and the tokens appended after a turn are the chat
+template's own text between "the conversation so far" and "the conversation plus the feedback message,
+with the generation prompt", tokenised on its own. Because chat-template special tokens split the text,
+this equals tokenising the whole conversation at once (``tests/unit/refine/test_multiturn.py`` checks it
+on SmolLM2's template). A template that rewrites earlier turns (e.g. strips reasoning) breaks this and
+:func:`feedback_ids` raises instead of silently drifting.
+
+A task is refinable when it is not a ``code`` task or has visible tests; others stop after one turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from execrl.refine.feedback import FeedbackFormat, render_feedback
+from execrl.refine.visible import with_explained_visible_tests
+from execrl.rewards import RewardConfig, Score, score_batch
+from execrl.tasks.schema import Task, prompt_for_chat
+
+if TYPE_CHECKING:
+    import torch
+
+    from execrl.rewards.batch import SyncRunner
+    from execrl.rollout.engine import Engine
+    from execrl.rollout.types import SamplingParams
+    from execrl.trainer import TrainBatch
+
+__all__ = ["Episode", "MultiTurnConfig", "episodes_to_train_batch", "feedback_ids", "rollout_episodes"]
+
+INVALID_CODE = frozenset({"no_code_found", "syntax_error", "compile_error"})
+
+
+@dataclass(frozen=True)
+class MultiTurnConfig:
+    max_turns: int = 3
+    feedback: FeedbackFormat = "details"
+    invalid_turn_penalty: float = 0.0  # subtracted per turn without valid code
+    reward: RewardConfig = field(default_factory=RewardConfig)
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1 or self.invalid_turn_penalty < 0:
+            raise ValueError("max_turns must be >= 1 and invalid_turn_penalty >= 0")
+
+
+@dataclass
+class Episode:
+    task_index: int
+    messages: list[dict[str, str]]
+    token_ids: list[int]  # the whole context: prompt, model turns, feedback
+    model_mask: list[bool]  # True on the model's sampled tokens
+    turns: int = 0
+    invalid_turns: int = 0
+    last_text: str = ""
+    done: bool = False
+    reward: float = 0.0
+    valid: bool = True
+    passed: bool = False
+
+
+def _render(tokenizer: Any, messages: list[dict[str, str]], *, generation_prompt: bool) -> str:
+    return str(
+        tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
+    )
+
+
+def feedback_ids(
+    tokenizer: Any, context_ids: Sequence[int], messages: list[dict[str, str]], text: str
+) -> list[int]:
+    """Ids to append to ``context_ids`` (ending with a model turn) for a user message ``text``, such that
+    the result is the template's rendering of ``messages + [user text]`` with the generation prompt."""
+    full = _render(tokenizer, [*messages, {"role": "user", "content": text}], generation_prompt=True)
+    so_far = tokenizer.decode(list(context_ids), skip_special_tokens=False)
+    if not full.startswith(so_far):
+        raise ValueError(
+            "the chat template does not extend the conversation so far (it rewrites earlier turns); "
+            "multi-turn token ids would drift from the template's"
+        )
+    return list(tokenizer(full[len(so_far) :], add_special_tokens=False)["input_ids"])
+
+
+def _start(tokenizer: Any, task: Task, index: int) -> Episode:
+    prompt = prompt_for_chat(task.prompt)
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+    ids = list(
+        tokenizer(_render(tokenizer, messages, generation_prompt=True), add_special_tokens=False)["input_ids"]
+    )
+    return Episode(index, messages, ids, [False] * len(ids))
+
+
+def _refinable(task: Task) -> bool:
+    return task.domain != "code" or bool(task.visible_tests)
+
+
+def _generate(engine: Engine, episodes: list[Episode], params: SamplingParams, samples: int) -> list[Episode]:
+    """One model turn for each episode (``samples`` copies of each, rows prompt-major)."""
+    batch = engine.generate([e.token_ids for e in episodes], replace(params, samples_per_prompt=samples))
+    out = []
+    for row in range(batch.num_rows):
+        base = episodes[row // samples]
+        ids = batch.completion_token_ids(row)
+        out.append(
+            replace(
+                base,
+                messages=[*base.messages, {"role": "assistant", "content": batch.texts[row]}],
+                token_ids=[*base.token_ids, *ids],
+                model_mask=[*base.model_mask, *([True] * len(ids))],
+                turns=base.turns + 1,
+                last_text=batch.texts[row],
+            )
+        )
+    return out
+
+
+def _visible_scores(
+    tasks: Sequence[Task], episodes: list[Episode], runner: SyncRunner, config: MultiTurnConfig
+) -> list[Score]:
+    visible = replace(config.reward, use_hidden_tests=False)
+    chosen = [with_explained_visible_tests(tasks[e.task_index]) for e in episodes]
+    return score_batch(chosen, [e.last_text for e in episodes], sandbox=runner, config=visible)
+
+
+def _after_turn(
+    tokenizer: Any,
+    tasks: Sequence[Task],
+    episodes: list[Episode],
+    runner: SyncRunner,
+    config: MultiTurnConfig,
+) -> None:
+    """Score the new turns on the visible tests; failed ones get feedback appended, the rest stop."""
+    live = [e for e in episodes if not e.done]
+    refinable = [e for e in live if _refinable(tasks[e.task_index])]
+    for e in live:
+        e.done = e.turns >= config.max_turns or not _refinable(tasks[e.task_index])
+    scores = _visible_scores(tasks, refinable, runner, config) if refinable else []
+    for e, score in zip(refinable, scores, strict=True):
+        e.invalid_turns += score.reason_code in INVALID_CODE
+        if score.passed or e.done:
+            e.done = True
+            continue
+        text = render_feedback(score, config.feedback)
+        extra = feedback_ids(tokenizer, e.token_ids, e.messages, text)
+        e.messages.append({"role": "user", "content": text})
+        e.token_ids.extend(extra)
+        e.model_mask.extend([False] * len(extra))
+
+
+def rollout_episodes(
+    engine: Engine,
+    tokenizer: Any,
+    tasks: Sequence[Task],
+    runner: SyncRunner,
+    *,
+    samples_per_prompt: int,
+    params: SamplingParams,
+    config: MultiTurnConfig,
+) -> list[Episode]:
+    """``samples_per_prompt`` episodes per task (task-major), each up to ``max_turns`` model turns, with
+    the final reward from the hidden tests."""
+    episodes = _generate(
+        engine, [_start(tokenizer, t, i) for i, t in enumerate(tasks)], params, samples_per_prompt
+    )
+    _after_turn(tokenizer, tasks, episodes, runner, config)
+    for turn in range(1, config.max_turns):
+        live = [i for i, e in enumerate(episodes) if not e.done]
+        if not live:
+            break
+        fresh = _generate(
+            engine, [episodes[i] for i in live], replace(params, seed=params.seed + 7919 * turn), 1
+        )
+        for i, e in zip(live, fresh, strict=True):
+            episodes[i] = e
+        _after_turn(tokenizer, tasks, episodes, runner, config)
+    hidden = score_batch(
+        [tasks[e.task_index] for e in episodes],
+        [e.last_text for e in episodes],
+        sandbox=runner,
+        config=replace(config.reward, use_hidden_tests=True),
+    )
+    for e, score in zip(episodes, hidden, strict=True):
+        invalid_now = score.reason_code in INVALID_CODE and not _refinable(tasks[e.task_index])
+        e.invalid_turns += invalid_now
+        e.reward = score.reward - config.invalid_turn_penalty * e.invalid_turns
+        e.valid, e.passed = score.valid, score.passed
+    return episodes
+
+
+def episodes_to_train_batch(
+    episodes: Sequence[Episode], advantages: torch.Tensor, pad_token_id: int
+) -> TrainBatch:
+    """Left-padded ``[N, S]`` batch; ``response_mask`` is 1 only on the model's sampled tokens."""
+    import torch
+
+    from execrl.trainer import TrainBatch
+
+    width = max(len(e.token_ids) for e in episodes)
+    n = len(episodes)
+    input_ids = torch.full((n, width), pad_token_id, dtype=torch.long)  # [N, S]
+    attention = torch.zeros((n, width), dtype=torch.long)  # [N, S]
+    response = torch.zeros((n, width), dtype=torch.long)  # [N, S]
+    for row, e in enumerate(episodes):
+        start = width - len(e.token_ids)
+        input_ids[row, start:] = torch.tensor(e.token_ids, dtype=torch.long)
+        attention[row, start:] = 1
+        response[row, start:] = torch.tensor(e.model_mask, dtype=torch.long)
+    valid = torch.tensor([e.valid for e in episodes], dtype=torch.bool)
+    return TrainBatch(
+        input_ids=input_ids,
+        attention_mask=attention,
+        response_mask=response,
+        old_logprobs=None,
+        advantages=advantages.to(torch.float32),
+        valid=valid,
+    )

@@ -1,0 +1,80 @@
+"""``execrl refine`` end to end against a real ``execrl serve`` (OpenAI backend), then ``refine show``.
+
+A tiny random model writes no valid code, so every problem with visible tests is repaired up to the
+round limit: this checks the plumbing (server, backend, sandbox, trace, report), not the model.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from execrl.rollout.engine import create_engine
+from execrl.rollout.models import load_model_and_tokenizer
+from execrl.serve.background import serve_in_thread
+from execrl.serve.server import ServeConfig, build_app
+from execrl.tasks import load_suite
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "execrl.cli", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+@pytest.mark.slow
+def test_refine_cli_against_real_server(tiny_model_dir: Path, tmp_path: Path) -> None:
+    model, tokenizer = load_model_and_tokenizer(tiny_model_dir)
+    engine = create_engine("hf", model=model, tokenizer=tokenizer)
+    out = tmp_path / "refine.json"
+    with serve_in_thread(build_app(engine, ServeConfig(model_name="tiny"))) as url:  # type: ignore[arg-type]
+        done = _cli(
+            "refine",
+            "--base-url",
+            f"{url}/v1",
+            "--model",
+            "tiny",
+            "--suite",
+            "humaneval",
+            "--limit",
+            "3",
+            "--rounds",
+            "2",
+            "--max-new-tokens",
+            "8",
+            "--temperature",
+            "1.0",
+            "--json",
+            str(out),
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(out.read_text())
+    assert summary["problems"] == 3 and summary["backend"].startswith("openai:tiny@")
+    assert set(summary["conditions"]) == {"refine", "random_feedback", "resample"}
+    assert len(summary["deltas"]["refine_minus_resample"]) == 2
+    rows = [json.loads(line) for line in out.with_suffix(".trace.jsonl").read_text().splitlines()]
+    tasks = {t.id: t for t in load_suite("humaneval", split="test")[:3]}
+    refine_turns = {r["task_id"]: r["turn"] for r in rows if r["condition"] == "refine"}
+    for task_id, task in tasks.items():
+        assert refine_turns[task_id] == (2 if task.visible_tests else 1)
+    second = [r for r in rows if r["turn"] == 2 and r["condition"] == "refine"]
+    assert second and all(r["messages"][-1]["role"] == "user" for r in second)
+    hidden = [h.code for t in tasks.values() for h in t.hidden_tests]
+    for row in rows:
+        for message in row["messages"]:
+            assert "def check(candidate)" not in message["content"]
+            assert not any(code.strip() in message["content"] for code in hidden)
+    shown = _cli("refine", "show", str(out.with_suffix(".trace.jsonl")), "--condition", "refine")
+    assert shown.returncode == 0 and "=== HumanEval/0  [refine]" in shown.stdout
+    assert "--- turn 1: visible FAIL" in shown.stdout
+
+
+def test_refine_show_rejects_a_file_that_is_not_a_trace(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"condition": "refine"}\nnot json\n')
+    shown = _cli("refine", "show", str(bad))
+    assert shown.returncode == 2 and "bad.jsonl:1" in shown.stderr and "missing" in shown.stderr
