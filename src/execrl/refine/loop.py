@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Literal
 
 from execrl.refine.backends import ChatBackend, GenerationParams, Reply
 from execrl.refine.feedback import FeedbackFormat, render_feedback
-from execrl.refine.visible import with_explained_visible_tests
 from execrl.rewards import RewardConfig, Score, extract_code, score_batch
 from execrl.sandbox.types import Limits
 from execrl.tasks.schema import CodeSpec, Task, prompt_for_chat
@@ -119,7 +118,7 @@ def _scores(
     with_visible = [i for i, t in enumerate(tasks) if t.visible_tests]
     visible: list[Score | None] = [None] * len(tasks)
     found = score_batch(
-        [with_explained_visible_tests(tasks[i]) for i in with_visible],
+        [tasks[i] for i in with_visible],
         [texts[i] for i in with_visible],
         sandbox=runner,
         config=visible_cfg,

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from execrl.refine.feedback import FeedbackFormat, render_feedback
-from execrl.refine.visible import with_explained_visible_tests
 from execrl.rewards import RewardConfig, Score, score_batch
 from execrl.tasks.schema import Task, prompt_for_chat
 
@@ -125,7 +124,7 @@ def _visible_scores(
     tasks: Sequence[Task], episodes: list[Episode], runner: SyncRunner, config: MultiTurnConfig
 ) -> list[Score]:
     visible = replace(config.reward, use_hidden_tests=False)
-    chosen = [with_explained_visible_tests(tasks[e.task_index]) for e in episodes]
+    chosen = [tasks[e.task_index] for e in episodes]
     return score_batch(chosen, [e.last_text for e in episodes], sandbox=runner, config=visible)
 
 
