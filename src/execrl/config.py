@@ -131,6 +131,23 @@ class SandboxSection(_Section):
     workers: int = Field(2, ge=1)
     timeout_s: float = Field(5.0, gt=0)
     memory_mb: int = Field(256, ge=16)
+    urls: list[str] = Field(
+        default_factory=list,
+        description="sandbox service replicas (execrl sandbox serve); set: rewards run there, not in-process",
+    )
+    max_in_flight_per_replica: int = Field(8, ge=1, description="with urls: back-pressure per replica")
+    max_attempts: int = Field(4, ge=1, description="with urls: attempts of a safe-to-retry failure")
+    retry_backoff_s: float = Field(0.05, ge=0, description="with urls: first backoff, doubled per attempt")
+
+    @model_validator(mode="after")
+    def _urls_well_formed(self) -> SandboxSection:
+        from execrl.sandbox.client import check_url  # no torch; aiohttp is a core dependency
+
+        for url in self.urls:
+            check_url(url)
+        if len({u.rstrip("/") for u in self.urls}) != len(self.urls):
+            raise ValueError(f"sandbox.urls lists a replica twice: {self.urls}")
+        return self
 
 
 class AlarmSection(_Section):
