@@ -23,6 +23,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "rewards": ("execrl.bench.rewards", "reward scoring throughput"),
     "rollout": ("execrl.bench.rollout", "generation throughput"),
     "train": ("execrl.bench.train", "training step vs TRL's GRPOTrainer"),
+    "sandbox-service": (
+        "execrl.bench.sandbox_service",
+        "executions/s through 1 and N local sandbox services vs the in-process pool",
+    ),
 }
 
 
