@@ -150,6 +150,33 @@ class SandboxSection(_Section):
         return self
 
 
+class ExecutorSection(_Section):
+    """Where generate-and-score runs (``execrl.distributed``). Resources are per role so a user can place
+    them on a Ray cluster; the trainer driver is the ``execrl train`` process itself."""
+
+    kind: Literal["inprocess", "ray"] = "inprocess"
+    ray_address: str | None = Field(
+        None, description="ray: an existing cluster (e.g. 10.0.0.1:6379); unset = local"
+    )
+    rollout_workers: int = Field(
+        1, ge=1, description="ray: rollout actors, each with an engine and a model replica"
+    )
+    rollout_num_cpus: float = Field(1.0, ge=0)
+    rollout_num_gpus: float = Field(0.0, ge=0)
+    sandbox_workers: int = Field(1, ge=1, description="ray: sandbox actors, each scoring next to its sandbox")
+    sandbox_num_cpus: float = Field(1.0, ge=0)
+    max_weight_staleness: int = Field(
+        0,
+        ge=0,
+        description="ray: a rollout worker never generates with weights older than this many versions",
+    )
+    max_attempts: int = Field(3, ge=1, description="ray: attempts per task (a dead worker is replaced first)")
+    retry_backoff_s: float = Field(0.2, ge=0, description="ray: first backoff, doubled per attempt")
+    task_timeout_s: float = Field(
+        600.0, gt=0, description="ray: a task running longer counts as a hung worker"
+    )
+
+
 class AlarmSection(_Section):
     """One alarm rule. Naming a default rule (see ``execrl.telemetry.default_alarm_rules``) overrides only
     the fields given here (``enabled=false`` removes it); any other name adds a rule."""
@@ -197,6 +224,7 @@ class TrainConfig(_Section):
     telemetry: TelemetrySection = TelemetrySection()
     checkpoint: CheckpointSection = CheckpointSection()
     eval: EvalSection = EvalSection()
+    executor: ExecutorSection = ExecutorSection()
 
     @property
     def sequences_per_step(self) -> int:

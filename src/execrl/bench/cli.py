@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "rewards": ("execrl.bench.rewards", "reward scoring throughput"),
     "rollout": ("execrl.bench.rollout", "generation throughput"),
     "train": ("execrl.bench.train", "training step vs TRL's GRPOTrainer"),
+    "executor": ("execrl.bench.executor", "training step time: in-process vs Ray executor, metrics compared"),
     "sandbox-service": (
         "execrl.bench.sandbox_service",
         "executions/s through 1 and N local sandbox services vs the in-process pool",

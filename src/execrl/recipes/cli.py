@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from contextlib import ExitStack
@@ -37,6 +38,14 @@ def _stage_output(config: TrainConfig, stack: ExitStack) -> TrainConfig:
     return config.model_copy(update={"run": config.run.model_copy(update={"output_dir": str(staging)})})
 
 
+def _executor_overrides(args: argparse.Namespace) -> list[str]:
+    """``--executor ray --ray-address ADDR``: shorthands for ``executor.kind`` and ``executor.ray_address``."""
+    out = [f"executor.kind={args.executor}"] if args.executor else []
+    if args.ray_address:
+        out.append(f"executor.ray_address={json.dumps(args.ray_address)}")
+    return out
+
+
 def _train(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         try:
@@ -44,7 +53,10 @@ def _train(args: argparse.Namespace) -> int:
             if resume is not None and not (resume / "config.toml").exists():
                 print(f"error: --resume {args.resume}: no config.toml there (not an execrl run directory)")
                 return 2
-            config = load_config(args.config or (resume / "config.toml" if resume else None), args.overrides)
+            config = load_config(
+                args.config or (resume / "config.toml" if resume else None),
+                [*args.overrides, *_executor_overrides(args)],
+            )
             if args.print_config:
                 print(to_toml(config))
                 return 0
@@ -128,6 +140,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint (a directory or a URL)"
     )
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    p.add_argument(
+        "--executor", choices=("inprocess", "ray"), help="where generate-and-score runs (executor.kind)"
+    )
+    p.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (executor.ray_address)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. rollout.samples_per_prompt=8")
     p.set_defaults(func=_train)

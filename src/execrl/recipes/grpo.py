@@ -20,7 +20,7 @@ import logging
 import signal
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from execrl.config import TrainConfig
+from execrl.distributed import Executor, build_executor
 from execrl.recipes import setup
 from execrl.recipes.batch import ppo_targets, rollout_metrics, to_train_batch, trainer_logprob_gap
 from execrl.recipes.evaluate import evaluate_checkpoint_once, finish_report
@@ -104,7 +105,7 @@ def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool
     stop = setup.StopFlag()
     started = time.monotonic()
     last_step = run.start_step - 1
-    with setup.build_sandbox(config) as sandbox, telemetry, _stop_on_signals(stop):
+    with setup.build_sandbox(config) as sandbox, telemetry, _stop_on_signals(stop), ExitStack() as stack:
         sampling = SamplingParams(
             samples_per_prompt=config.rollout.samples_per_prompt,
             max_new_tokens=config.rollout.max_new_tokens,
@@ -116,11 +117,14 @@ def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool
         group_sampler = GroupSampler(
             run.engine, run.tokenizer, sandbox, rewards, sampling, seed=config.run.seed
         )
+        # Where generate-and-score runs: this process (default) or Ray actors (executor.kind="ray").
+        executor = stack.enter_context(closing(build_executor(config, group_sampler)))
+        executor.publish_weights(run.model, version=run.start_step)
         if config.eval.enabled:
             evaluate_checkpoint_once(run.run_dir, "base", run.engine, config, sandbox)
         bar = _Progress(config.run.total_steps, run.start_step, enabled=progress)
         for step in range(run.start_step, config.run.total_steps):
-            metrics = _train_step(run, step, group_sampler)  # sample, execute, score, advantages, update
+            metrics = _train_step(run, step, executor)  # sample, execute, score, advantages, update
             decision = telemetry.log(step, metrics)
             last_step = step
             if decision.stop_requested:
@@ -152,14 +156,14 @@ def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool
     return TrainOutcome(run_dir=run.run_dir, last_step=last_step, stopped_early=stop.reason or None)
 
 
-def _train_step(run: _Run, step: int, group_sampler: GroupSampler) -> dict[str, float]:
+def _train_step(run: _Run, step: int, executor: Executor) -> dict[str, float]:
     config, tcfg = run.config, run.tcfg
     # ---- rollout + score: a group of completions per prompt, run in the sandbox ----------------
     t0 = time.perf_counter()
     groups = sample_groups(
         run.sampler.tasks_for_step(step, config.rollout.prompts_per_step),
         functools.partial(run.extra_tasks, step),
-        functools.partial(group_sampler, step),
+        functools.partial(executor, step),
         dynamic=config.algorithm.dynamic_sampling,
         max_resample_rounds=config.algorithm.max_resample_rounds,
     )
@@ -179,6 +183,7 @@ def _train_step(run: _Run, step: int, group_sampler: GroupSampler) -> dict[str, 
         ref_model=run.ref_model,
         poison_advantages=step == config.run.inject_nan_loss_at_step,
     )
+    executor.publish_weights(run.model, version=step + 1)  # rollout workers pick it up by version
     t2 = time.perf_counter()
 
     # ---- metrics ----------------------------------------------------------------------------------
@@ -186,6 +191,7 @@ def _train_step(run: _Run, step: int, group_sampler: GroupSampler) -> dict[str, 
     metrics.update(rollout_metrics(rollout, scores, config.rollout.max_new_tokens))
     metrics["rollout/sampling_rounds"] = float(groups.rounds)
     metrics["rollout/dropped_zero_variance_groups"] = float(groups.dropped_groups)
+    metrics.update(executor.step_metrics())  # weight versions used, retries, replaced workers
     metrics["perf/rollout_and_reward_s"] = t1 - t0
     metrics["perf/update_s"] = t2 - t1
     metrics["perf/step_s"] = t2 - t0

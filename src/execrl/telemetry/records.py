@@ -39,6 +39,7 @@ METRIC_NAMESPACES: tuple[str, ...] = (
     "eval",
     "advantage",
     "alarm",
+    "executor",  # execrl.distributed: weight versions used, retries, replaced workers, failed tasks
 )
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.@\-]+(/[A-Za-z0-9_.@\-]+)+$")
 NONFINITE_KEY = "nonfinite"
