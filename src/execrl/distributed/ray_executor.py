@@ -56,7 +56,7 @@ log = logging.getLogger("execrl.distributed")
 _DIED = (RayActorError, GetTimeoutError)  # ActorDiedError and ActorUnavailableError are RayActorErrors
 
 
-def ensure_ray(address: str | None) -> bool:
+def ensure_ray(address: str | None, *, num_cpus: int | None = None) -> bool:
     """Connect to ``address`` or start a local Ray; True when this call started it (and should stop it).
 
     A local start passes the driver's ``sys.path`` to the workers, so they import the same execrl (and the
@@ -69,11 +69,31 @@ def ensure_ray(address: str | None) -> bool:
         return True
     path = os.pathsep.join(p for p in sys.path if p)
     ray.init(
+        num_cpus=num_cpus,
         include_dashboard=False,
         log_to_driver=False,
         runtime_env={"env_vars": {"PYTHONPATH": path}},
     )
     return True
+
+
+def check_resources(config: TrainConfig) -> None:
+    """Refuse to start when the cluster lacks the CPUs/GPUs the roles declare (an actor that cannot be
+    placed would otherwise wait forever), naming the keys to lower."""
+    section = config.executor
+    needed = {
+        "CPU": section.rollout_workers * section.rollout_num_cpus
+        + section.sandbox_workers * section.sandbox_num_cpus,
+        "GPU": section.rollout_workers * section.rollout_num_gpus,
+    }
+    free = ray.available_resources()
+    for name, amount in needed.items():
+        if amount > free.get(name, 0.0) + 1e-9:
+            raise ValueError(
+                f"the Ray executor's actors need {amount:g} {name} but the cluster has {free.get(name, 0.0):g} "
+                "free; lower executor.rollout_workers/sandbox_workers or executor.*_num_cpus/_num_gpus, "
+                "or add nodes (ray start --address)"
+            )
 
 
 class ActorGroup:
@@ -144,21 +164,25 @@ class RayExecutor:
         self.max_staleness = section.max_weight_staleness
         self.counters = FaultCounters()
         self._owns_ray = ensure_ray(section.ray_address)
+        check_resources(config)
         policy = RetryPolicy(section.max_attempts, section.retry_backoff_s, max(5.0, section.retry_backoff_s))
         rollout_cls = ray.remote(RolloutWorker).options(
             num_cpus=section.rollout_num_cpus, num_gpus=section.rollout_num_gpus
         )
         sandbox_cls = ray.remote(SandboxWorker).options(num_cpus=section.sandbox_num_cpus)
-        common = {"policy": policy, "counters": self.counters, "timeout_s": section.task_timeout_s}
+        timeout_s = section.task_timeout_s
         self.rollout = ActorGroup(
-            "rollout", lambda: rollout_cls.remote(config), section.rollout_workers, **common
-        )
+            "rollout", lambda: rollout_cls.remote(config), section.rollout_workers,
+            policy=policy, counters=self.counters, timeout_s=timeout_s,
+        )  # fmt: skip
         self.sandbox = ActorGroup(
-            "sandbox", lambda: sandbox_cls.remote(config), section.sandbox_workers, **common
-        )
+            "sandbox", lambda: sandbox_cls.remote(config), section.sandbox_workers,
+            policy=policy, counters=self.counters, timeout_s=timeout_s,
+        )  # fmt: skip
         self._loaded: dict[tuple[int, int], int] = {}  # (worker, its generation) -> weight version it holds
         self._latest: tuple[int, Any] | None = None  # (version, ObjectRef of the state dict)
-        self._used: list[int] = []
+        self._used: list[int] = []  # weight versions the step's generate calls used
+        self._staleness: list[int] = []  # newest published version minus the one used, per call
         self._pushes = 0
 
     # -- weights -----------------------------------------------------------------------------------------
@@ -184,6 +208,7 @@ class RayExecutor:
             f"generate (step {step}, round {round_})", lambda i: self._submit_generate(i, prompts, params)
         )
         self._used.append(used)
+        self._staleness.append(self._latest[0] - used if self._latest is not None else 0)
         row_tasks = [tasks[g] for g in rollout.group_index.tolist()]
         return rollout, self._score(row_tasks, list(rollout.texts))
 
@@ -220,9 +245,9 @@ class RayExecutor:
         metrics["executor/weight_version"] = float(latest)
         if self._used:
             metrics["executor/weight_version_used_min"] = float(min(self._used))
-            metrics["executor/weight_staleness_max"] = float(latest - min(self._used))
+            metrics["executor/weight_staleness_max"] = float(max(self._staleness))
         metrics["executor/weight_pushes"] = float(self._pushes)
-        self._used, self._pushes = [], 0
+        self._used, self._staleness, self._pushes = [], [], 0
         return metrics
 
     def close(self) -> None:
