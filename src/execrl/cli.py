@@ -39,13 +39,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _input_errors() -> tuple[type[Exception], ...]:
+    """Errors that mean "your input is wrong" (each names the file, line or key): exit 2, no traceback.
+
+    Only our own typed input errors are listed; anything else is a bug and keeps its traceback.
+    """
+    from execrl.config import ConfigError
+    from execrl.inputs import InputFileError
+    from execrl.tasks.errors import TaskError
+
+    return (InputFileError, ConfigError, TaskError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except _input_errors() as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

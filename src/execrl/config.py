@@ -11,12 +11,23 @@ settable. No torch here: the recipe turns this into the trainer's own ``TrainerC
 
 from __future__ import annotations
 
-import json
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from execrl.inputs import InputFileError, read_text_file
+
+_CONFIG_MAX_BYTES = 1 << 20
 
 
 class ConfigError(ValueError):
@@ -24,11 +35,12 @@ class ConfigError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No NaN or infinity anywhere: a NaN penalty or an infinite timeout is a typo, not a setting.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class RunSection(_Section):
-    name: str = "grpo-smollm2"
+    name: str = Field("grpo-smollm2", min_length=1, description="also the run directory's name prefix")
     output_dir: str = "runs"
     seed: int = 0
     total_steps: int = Field(12, ge=1)
@@ -40,6 +52,13 @@ class RunSection(_Section):
     inject_nan_loss_at_step: int | None = Field(
         None, ge=0, description="fault injection for testing alarms: that step's loss becomes NaN"
     )
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_file_name(cls, value: str) -> str:
+        if "/" in value or "\0" in value or value in (".", "..") or len(value.encode("utf-8")) > 200:
+            raise ValueError("must be a file name: no '/', no NUL, not '.' or '..', at most 200 bytes")
+        return value
 
 
 class ModelSection(_Section):
@@ -63,6 +82,35 @@ class TaskSection(_Section):
         if bad:
             raise ValueError(f"tasks.suites weights must be > 0, got {bad}")
         return self
+
+    @field_validator("suites")
+    @classmethod
+    def _train_suites_exist(cls, value: dict[str, float]) -> dict[str, float]:
+        _check_suites(list(value), "train")
+        return value
+
+    @field_validator("eval_suites")
+    @classmethod
+    def _eval_suites_exist(cls, value: list[str]) -> list[str]:
+        _check_suites(value, "test")
+        return value
+
+
+def _check_suites(names: list[str], split: str) -> None:
+    """Each name is a task file path/URL, or a registered suite that has ``split`` (checked at load, so a
+    typo fails before the model loads rather than after)."""
+    from execrl.tasks.errors import SuiteError
+    from execrl.tasks.registry import is_task_source, suite_splits
+
+    for name in names:
+        if is_task_source(name):
+            continue
+        try:
+            splits = suite_splits(name)
+        except SuiteError as exc:
+            raise ValueError(str(exc)) from None
+        if split not in splits:
+            raise ValueError(f"suite {name!r} has no {split!r} split (it has {list(splits)})")
 
 
 class RolloutSection(_Section):
@@ -129,8 +177,8 @@ class RewardSection(_Section):
 class SandboxSection(_Section):
     backend: str = "namespace"
     workers: int = Field(2, ge=1)
-    timeout_s: float = Field(5.0, gt=0)
-    memory_mb: int = Field(256, ge=16)
+    timeout_s: float = Field(5.0, ge=0.01, le=3600, description="wall and CPU limit per program")
+    memory_mb: int = Field(256, ge=16, le=65536, description="the sandbox's own bounds (sandbox.Limits)")
     urls: list[str] = Field(
         default_factory=list,
         description="sandbox service replicas (execrl sandbox serve); set: rewards run there, not in-process",
@@ -148,6 +196,17 @@ class SandboxSection(_Section):
         if len({u.rstrip("/") for u in self.urls}) != len(self.urls):
             raise ValueError(f"sandbox.urls lists a replica twice: {self.urls}")
         return self
+
+    @field_validator("backend")
+    @classmethod
+    def _backend_known(cls, value: str) -> str:
+        from execrl.sandbox.backends import list_backends
+
+        if value not in list_backends():
+            raise ValueError(
+                f"unknown sandbox backend {value!r}; known backends: {', '.join(list_backends())}"
+            )
+        return value
 
 
 class ExecutorSection(_Section):
@@ -197,6 +256,31 @@ class TelemetrySection(_Section):
     default_alarms: bool = True
     alarms: list[AlarmSection] = Field(default_factory=list)
 
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook_url_valid(cls, value: str | None) -> str | None:
+        from execrl.telemetry.webhook import WebhookConfig
+
+        if value is not None:
+            WebhookConfig(url=value)  # raises naming the problem
+        return value
+
+    @field_validator("alarms")
+    @classmethod
+    def _rules_valid(cls, value: list[AlarmSection], info: ValidationInfo) -> list[AlarmSection]:
+        """Build the rules now (as the run will), so a bad rule fails before the model loads."""
+        from execrl.telemetry.alarms import alarm_rules_from_config
+
+        items = [a.model_dump(exclude_none=True) for a in value]
+        try:
+            rules = alarm_rules_from_config(items, include_defaults=info.data.get("default_alarms", True))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(str(exc)) from None
+        needs_hook = sorted(r.name for r in rules if r.action == "webhook")
+        if needs_hook and info.data.get("webhook_url") is None:
+            raise ValueError(f"alarm rule(s) {needs_hook} use action 'webhook'; set telemetry.webhook_url")
+        return value
+
 
 class CheckpointSection(_Section):
     every_steps: int = Field(5, ge=1)
@@ -212,6 +296,16 @@ class EvalSection(_Section):
     bootstrap_resamples: int = Field(2000, ge=100)
 
 
+class AuditSection(_Section):
+    """The reward audit (``execrl.recipes.audit``): held-back tests re-run on passing completions."""
+
+    enabled: bool = True
+    share: float = Field(
+        0.1, ge=0, le=1, description="share of the reward-passing completions re-run on audit tests per step"
+    )
+    flagged_per_step: int = Field(8, ge=0, description="suspicious completions kept in hack.jsonl per step")
+
+
 class TrainConfig(_Section):
     run: RunSection = RunSection()
     model: ModelSection = ModelSection()
@@ -224,6 +318,7 @@ class TrainConfig(_Section):
     telemetry: TelemetrySection = TelemetrySection()
     checkpoint: CheckpointSection = CheckpointSection()
     eval: EvalSection = EvalSection()
+    audit: AuditSection = AuditSection()
     executor: ExecutorSection = ExecutorSection()
 
     @property
@@ -260,11 +355,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     data: dict[str, Any] = {}
     if path is not None:
         try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise ConfigError(f"config file {path} not found") from exc
+            data = tomllib.loads(read_text_file(path, "config file", max_bytes=_CONFIG_MAX_BYTES))
+        except InputFileError as exc:
+            raise ConfigError(str(exc)) from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+        except RecursionError:
+            raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
     for item in overrides:
         key_path, value = parse_override(item)
         _apply(data, key_path, value)
@@ -272,6 +369,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
 
 
 def validate_config(data: dict[str, Any], *, source: str = "config") -> TrainConfig:
+    bad_key = _surrogate_key(data, "")
+    if bad_key is not None:
+        raise ConfigError(f"{source}: {bad_key}: not valid Unicode text (a lone surrogate); use UTF-8")
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as exc:
@@ -281,10 +381,18 @@ def validate_config(data: dict[str, Any], *, source: str = "config") -> TrainCon
             hint = (
                 "unknown key; check the spelling with --print-config"
                 if err["type"] == "extra_forbidden"
-                else err["msg"]
+                else err["msg"].removeprefix("Value error, ")
             )
-            lines.append(f"  {key}: {hint} (got {err.get('input')!r}); set it as {key}=VALUE")
-        raise ConfigError(f"{source}: invalid configuration:\n" + "\n".join(lines)) from exc
+            lines.append(f"{key}: {hint} (got {_short(err.get('input'))}); set it as {key}=VALUE")
+        if len(lines) == 1:
+            raise ConfigError(f"{source}: invalid configuration: {lines[0]}") from exc
+        text = "\n".join(f"  {line}" for line in lines)
+        raise ConfigError(f"{source}: invalid configuration:\n{text}") from exc
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def to_toml(config: TrainConfig) -> str:
@@ -311,9 +419,41 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{_toml_string(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, str):
-        return json.dumps(value)
+        return _toml_string(value)
     return repr(value)
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string. Not ``json.dumps``: its ``\\ud83d\\ude00`` surrogate pairs for characters
+    beyond the BMP are invalid TOML, so a run named with an emoji could not be resumed (issue 14, class 7).
+    Characters are kept as they are; only quotes, backslashes and control characters are escaped."""
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            raise ConfigError(f"string {text[:60]!r} holds a lone surrogate, which TOML cannot store")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+def _surrogate_key(value: Any, path: str) -> str | None:
+    """The dotted key of the first string holding a lone surrogate (undecodable bytes from argv)."""
+    if isinstance(value, str):
+        return path if any(0xD800 <= ord(c) <= 0xDFFF for c in value) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and _surrogate_key(key, path) is not None:
+            return f"{path}.{key}".lstrip(".")
+        found = _surrogate_key(item, f"{path}.{key}".lstrip("."))
+        if found is not None:
+            return found
+    return None

@@ -9,6 +9,17 @@ from pathlib import Path
 from execrl.sandbox import ExecutionRequest, Limits, Sandbox
 from execrl.sandbox.pool import UIDS_PER_POOL
 
+# Prepended to a program: ``probe(label, fn)`` prints "label OK" or "label <errno name>".
+PROBE = """
+import errno, os
+def probe(label, fn):
+    try:
+        fn()
+        print(label, "OK")
+    except OSError as exc:
+        print(label, errno.errorcode.get(exc.errno, exc.errno))
+"""
+
 
 def py(program: str, *tests: object, **limits: float) -> ExecutionRequest:
     """A Python request with small limits so that hostile programs end quickly."""

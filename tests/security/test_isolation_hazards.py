@@ -10,19 +10,9 @@ import os
 import socket
 import uuid
 
-from security_helpers import assert_no_survivors, host_file_absent, py
+from security_helpers import PROBE, assert_no_survivors, host_file_absent, py
 
 from execrl.sandbox import Sandbox, Verdict
-
-PROBE = """
-import errno, os
-def probe(label, fn):
-    try:
-        fn()
-        print(label, "OK")
-    except OSError as exc:
-        print(label, errno.errorcode.get(exc.errno, exc.errno))
-"""
 
 
 def test_disk_fill_hits_the_tmpfs_not_the_host(sandbox: Sandbox) -> None:

@@ -23,6 +23,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "rewards": ("execrl.bench.rewards", "reward scoring throughput"),
     "rollout": ("execrl.bench.rollout", "generation throughput"),
     "train": ("execrl.bench.train", "training step vs TRL's GRPOTrainer"),
+    "asserts": ("execrl.bench.asserts", "assert tests judged by the parent vs forgeable in the sandbox"),
+    "audit": ("execrl.bench.audit", "reward-audit overhead vs the reward stage and the step"),
     "executor": ("execrl.bench.executor", "training step time: in-process vs Ray executor, metrics compared"),
     "sandbox-service": (
         "execrl.bench.sandbox_service",

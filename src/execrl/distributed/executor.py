@@ -30,6 +30,10 @@ __all__ = ["Executor", "InProcessExecutor", "build_executor"]
 
 
 class Executor(Protocol):
+    # The driver's own sampler: its tokenizer, and its in-process sandbox (the final evaluation and the
+    # reward audit run on the driver, whichever executor generates).
+    sampler: GroupSampler
+
     def __call__(self, step: int, tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]: ...
 
     def publish_weights(self, model: torch.nn.Module, *, version: int) -> None: ...

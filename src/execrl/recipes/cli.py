@@ -10,6 +10,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from execrl.config import ConfigError, TrainConfig, load_config, to_toml
+from execrl.inputs import InputFileError, positive_int
 
 
 def _resume_dir(args: argparse.Namespace, stack: ExitStack) -> Path | None:
@@ -50,8 +51,9 @@ def _train(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         try:
             resume = _resume_dir(args, stack)
-            if resume is not None and not (resume / "config.toml").exists():
-                print(f"error: --resume {args.resume}: no config.toml there (not an execrl run directory)")
+            if resume is not None and (not resume.is_dir() or not (resume / "config.toml").exists()):
+                what = "not a directory" if not resume.is_dir() else "no config.toml there"
+                print(f"error: --resume {args.resume}: {what} (not an execrl run directory)", file=sys.stderr)
                 return 2
             config = load_config(
                 args.config or (resume / "config.toml" if resume else None),
@@ -82,7 +84,14 @@ def _train(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from execrl.eval.harness import EvalConfig
     from execrl.recipes.evaluate import eval_command
+    from execrl.recipes.setup import resolve_model_path
+    from execrl.tasks.registry import suite_splits
 
+    if args.split not in suite_splits(args.suite):  # unknown suites raise SuiteError (exit 2)
+        print(f"error: suite {args.suite!r} has no split {args.split!r}", file=sys.stderr)
+        return 2
+    resolve_model_path(args.model)  # a bad model path fails here, before anything loads
+    _check_output(args.json)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         eval_config = EvalConfig(
@@ -123,12 +132,23 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_output(path: Path | None, *, directory: bool = False) -> None:
+    """An output path must not be the wrong kind of thing (a directory where a file goes, or back)."""
+    if path is not None and path.exists() and path.is_dir() != directory:
+        want = "a directory" if directory else "a file path"
+        raise InputFileError(f"{path}: exists and is not {want}")
+
+
 def _compare(args: argparse.Namespace) -> int:
+    from execrl.telemetry.reader import read_metrics
     from execrl.telemetry.report import compare_runs
 
-    out = compare_runs(
-        args.run_a, args.run_b, args.out or Path(f"compare-{args.run_a.name}-{args.run_b.name}")
-    )
+    out_dir = args.out or Path(f"compare-{args.run_a.name}-{args.run_b.name}")
+    _check_output(out_dir, directory=True)
+    for run in (args.run_a, args.run_b):
+        if not read_metrics(run):  # errors name the file and line
+            raise InputFileError(f"{run}/metrics.jsonl: no metrics rows (the file is empty)")
+    out = compare_runs(args.run_a, args.run_b, out_dir)
     print(out.read_text(encoding="utf-8") if out.suffix == ".md" else f"written: {out}")
     return 0
 
@@ -157,7 +177,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     e.add_argument("--top-p", type=float, default=1.0)
     e.add_argument("--max-new-tokens", type=int, default=384)
     e.add_argument("--prompts-per-batch", type=int, default=8)
-    e.add_argument("--limit", type=int, help="evaluate only the first N tasks")
+    e.add_argument("--limit", type=positive_int, help="evaluate only the first N tasks")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--sandbox-workers", type=int, default=2)
     e.add_argument("--json", type=Path, help="write the summary and per-task results here")

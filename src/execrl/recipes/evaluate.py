@@ -18,6 +18,7 @@ from execrl.eval.harness import EvalConfig, EvalResult, evaluate
 from execrl.eval.passk import TaskCounts
 from execrl.eval.stats import bootstrap_ci, paired_bootstrap_diff, passk_comparison
 from execrl.recipes import setup
+from execrl.recipes.audit import eval_audit
 
 if TYPE_CHECKING:
     from execrl.rollout.engine import Engine
@@ -46,6 +47,7 @@ def evaluate_checkpoint_once(
         return dict(json.loads(path.read_text(encoding="utf-8")))
     path.parent.mkdir(parents=True, exist_ok=True)
     out: dict[str, Any] = {"label": label, "suites": {}}
+    reward = setup.reward_config(config)
     for suite, tasks in setup.eval_tasks(config).items():
         result = evaluate(
             engine,  # type: ignore[arg-type]
@@ -54,9 +56,11 @@ def evaluate_checkpoint_once(
             model_name=f"{config.model.path} ({label})",
             config=run_eval_config(config),
             sandbox=sandbox,
-            reward=setup.reward_config(config),
+            reward=reward,
         )
         out["suites"][suite] = result.to_dict()
+        if config.audit.enabled:  # every reward-passing completion, re-run on its task's audit tests
+            out["suites"][suite]["audit"] = eval_audit(tasks, result.tasks, sandbox=sandbox, reward=reward)
         log.info(
             "%s %s: mean reward %.3f, pass@1 %s",
             label,

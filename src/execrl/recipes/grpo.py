@@ -30,6 +30,7 @@ import torch
 from execrl.config import TrainConfig
 from execrl.distributed import Executor, build_executor
 from execrl.recipes import setup
+from execrl.recipes.audit import audit_step
 from execrl.recipes.batch import ppo_targets, rollout_metrics, to_train_batch, trainer_logprob_gap
 from execrl.recipes.evaluate import evaluate_checkpoint_once, finish_report
 from execrl.recipes.sampling import GroupSampler, sample_groups
@@ -196,6 +197,7 @@ def _train_step(run: _Run, step: int, executor: Executor) -> dict[str, float]:
     metrics["perf/update_s"] = t2 - t1
     metrics["perf/step_s"] = t2 - t0
     metrics["perf/step_tokens_per_s"] = rollout.stats.generated_tokens / (t2 - t0)
+    metrics.update(audit_step(run.run_dir, step, groups, executor.sampler, config, step_s=t2 - t0))  # hacking
     return metrics
 
 

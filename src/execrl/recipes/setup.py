@@ -71,7 +71,22 @@ def resolve_model_path(name_or_path: str) -> Path:
             f"model.path={name_or_path!r} is neither 'smollm2-135m-instruct' nor a directory with a "
             "config.json (a Hugging Face checkpoint or an execrl checkpoint)"
         )
+    _check_model_config(path / "config.json")
     return path
+
+
+def _check_model_config(path: Path) -> None:
+    """A model's config.json is a small JSON object; refuse anything else before transformers reads it."""
+    from execrl.inputs import InputFileError, json_value, read_text_file
+
+    try:
+        value = json_value(read_text_file(path, "model config", max_bytes=16 << 20))
+    except InputFileError as exc:
+        raise ConfigError(str(exc)) from None
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: expected a JSON object, got {type(value).__name__}")
 
 
 def load_policy(config: TrainConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from execrl.inputs import InputFileError, float_in, iter_lines, json_value, regular_file
 from execrl.rewards.batch import score_batch
 from execrl.rewards.metrics import reward_metrics
 from execrl.rewards.registry import VerifierImportError, describe_verifier, list_verifiers, register_verifier
@@ -22,7 +23,7 @@ from execrl.rewards.types import RewardConfig, Score
 from execrl.sandbox.types import Limits
 
 
-class CompletionFileError(ValueError):
+class CompletionFileError(InputFileError):
     """A completions file is malformed; the message names the file, the line and the field."""
 
 
@@ -34,31 +35,35 @@ class CompletionRecord:
 
 
 def read_completions(path: Path) -> list[CompletionRecord]:
-    """Parse a JSONL completions file; every error names ``path:line`` and the field to fix."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CompletionFileError(f"{path}: cannot read the completions file ({exc.strerror})") from exc
+    """Parse a JSONL completions file, streamed line by line within ``execrl.inputs``' caps; every error
+    is one line naming ``path:line`` and the field to fix (a directory, binary or non-UTF-8 text, JSON
+    nested too deeply and an empty file included)."""
     records = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CompletionFileError(
-                f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})"
-            ) from exc
-        if not isinstance(row, dict):
-            raise CompletionFileError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
-        for field in ("task_id", "completion"):
-            if not isinstance(row.get(field), str):
-                got = "missing" if field not in row else type(row[field]).__name__
-                raise CompletionFileError(f"{path}:{number}: field {field!r} must be a string ({got})")
-        records.append(CompletionRecord(row["task_id"], row["completion"], number))
+    try:
+        with regular_file(path, "completions file").open("rb") as fh:
+            for number, line in iter_lines(fh, str(path)):
+                records.append(_record(path, number, line))
+    except InputFileError as exc:
+        raise CompletionFileError(str(exc)) from None
+    except OSError as exc:
+        raise CompletionFileError(f"{path}: cannot read the completions file ({exc.strerror})") from None
     if not records:
         raise CompletionFileError(f"{path}: no completions; write one JSON object per line")
     return records
+
+
+def _record(path: Path, number: int, line: str) -> CompletionRecord:
+    try:
+        row = json_value(line)
+    except ValueError as exc:
+        raise CompletionFileError(f"{path}:{number}: not valid JSON ({exc})") from None
+    if not isinstance(row, dict):
+        raise CompletionFileError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
+    for field in ("task_id", "completion"):
+        if not isinstance(row.get(field), str):
+            got = "missing" if field not in row else type(row[field]).__name__
+            raise CompletionFileError(f"{path}:{number}: field {field!r} must be a string ({got})")
+    return CompletionRecord(row["task_id"], row["completion"], number)
 
 
 def format_summary(metrics: dict[str, float]) -> str:
@@ -98,8 +103,7 @@ def _ls(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from execrl.tasks import load_suite  # lazy: suites may be large
-    from execrl.tasks.errors import TaskError
+    from execrl.tasks.errors import TaskError  # lazy: suites load inside the handler
 
     for spec in args.verifier:
         domain, sep, path = spec.partition("=")
@@ -113,9 +117,12 @@ def _score(args: argparse.Namespace) -> int:
         except (VerifierImportError, ValueError) as exc:
             print(f"error: --verifier {spec!r}: {exc}", file=sys.stderr)
             return 2
+    if args.json is not None and args.json.is_dir():
+        print(f"error: --json {args.json}: is a directory; pass a file path", file=sys.stderr)
+        return 2
     try:
         records = read_completions(args.completions)
-        by_id = {task.id: task for task in load_suite(args.suite, args.split)}
+        by_id = {task.id: task for task in _suite_tasks(args.suite, args.split)}
     except (CompletionFileError, TaskError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -139,6 +146,20 @@ def _score(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(args.json, records, scores, metrics)
     return 0
+
+
+def _suite_tasks(suite: str, split: str) -> list[Any]:
+    """A registered suite's split, or the tasks of a task file/URL (all of its rows)."""
+    from execrl.tasks import load_suite, load_tasks
+    from execrl.tasks.errors import TaskSourceError
+    from execrl.tasks.registry import is_task_source
+
+    if not is_task_source(suite):
+        return load_suite(suite, split)
+    tasks = load_tasks(suite)
+    if not tasks:
+        raise TaskSourceError(f"{suite}: no tasks (the file has no rows)")
+    return tasks
 
 
 def _write_json(
@@ -166,12 +187,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ls = sub.add_parser("ls", help="registered domains and their verifiers")
     ls.set_defaults(func=_ls)
     score = sub.add_parser("score", help="score a JSONL file of {task_id, completion} against a suite")
-    score.add_argument("--suite", required=True, help="task suite name (see `execrl tasks ls`)")
+    score.add_argument("--suite", required=True, help="task suite name (see `execrl tasks ls`) or task file")
     score.add_argument("--split", default="test", choices=["train", "test"])
     score.add_argument("--completions", type=Path, required=True, help='JSONL: {"task_id", "completion"}')
     score.add_argument("--json", type=Path, help="also write the summary and per-line scores here")
     score.add_argument("--mode", default="binary", choices=["binary", "partial"], help="reward mode")
-    score.add_argument("--timeout-s", type=float, default=10.0, help="per-program time limit (wall and CPU)")
+    score.add_argument(
+        "--timeout-s", type=float_in(0.01, 3600.0), default=10.0, help="per-program time limit (wall and CPU)"
+    )
     score.add_argument("--visible", action="store_true", help="score on visible tests instead of hidden ones")
     score.add_argument(
         "--verifier",

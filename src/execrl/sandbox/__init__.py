@@ -9,13 +9,48 @@ capability-less uid in fresh pid/mount/ipc/uts/cgroup namespaces plus an empty n
 own slot, with a private tmpfs root, a read-only view of the system (``/usr``, the Python prefix), no
 network, cgroup memory/pids limits, rlimits, a seccomp filter and a wall-clock watchdog outside the
 sandbox; expected values never enter the sandbox and the parent judges returned values and outputs
-(``harness.py``). It is meant to stop accidents and ordinary malice: fork/memory/disk/output bombs,
-reading host files and environment, network access, signalling the host, leftover processes, and reward
-hacking by early exit or printed results. Limits, stated plainly: the kernel is shared, so it is not a
-boundary against kernel exploits (use a VM tier for hostile multi-tenant use); the filter is a deny list,
-not an allow list; /proc of the sandbox's own pid namespace is visible; assert-style ``CodeTest``s run in
-the candidate's process and can be forged by code written against this harness (use
-``CallTest``/``IOTest`` for adversarial RL); CPU time of a busy host still affects wall-clock limits.
+(``harness.py``). It is meant to stop accidents and ordinary malice, and the reward hacks a policy
+trained against it would learn:
+
+* Escape and interference: fork/memory/disk/output bombs, reading host files and environment, network
+  access, signalling the host, leftover processes.
+* Forged results: early exit, printed results, records written by the program itself. Every byte that
+  comes from the candidate (records, returned values, outputs) is untrusted input, parsed with bounds
+  (depth, size, types) and judged: a malformed one is the candidate's ``runtime_error`` or
+  ``wrong_answer``, never an exception in the caller. Assert-style tests are rewritten into comparisons
+  the parent judges, with expected values that never enter the sandbox, where their shape allows
+  (``assert f(x) == y``, ``abs(f(x) - y) < tol``, ``assert f(x)``/``not f(x)``, ``candidate`` inside
+  ``check``); the rest run where the candidate cannot reach the channel that reports them.
+* Faked infrastructure faults: ``sandbox_error`` (which rewards mask out of the advantage) is only for
+  faults the candidate cannot cause. The in-sandbox harness runs with an effective uid of its own
+  (``jail._drop_privileges``), so ``prlimit``, ``setpriority`` and CPU affinity cannot reach it, and
+  seccomp allows them only on the caller itself; as its namespace's init it ignores the candidate's
+  signals. A candidate that lowers its own CPU rlimit and is killed early is its own ``time_limit`` or
+  ``runtime_error``: the parent reads the hard limit pid 1 died with (``runner._own_cpu_rlimit``).
+* Host data: ``/proc`` is mounted with ``subset=pid`` (the sandbox's own processes only: no
+  ``/proc/cmdline``, boot id, ``/proc/sys``), so the compiler cannot echo them either; no command line
+  in the sandbox carries a host path (the zygote reads its code from stdin; its ``argv[0]`` is the
+  interpreter, which the sandbox sees at the same path anyway).
+* Channels between concurrent sandboxes (and the host) through the shared read-only files: file locks
+  (``flock``, ``fcntl`` lock commands) are refused with ENOLCK, change notification (inotify, fanotify,
+  dnotify's ``F_NOTIFY``) with EPERM, ``/proc/locks`` is not mounted; abstract Unix sockets are
+  scoped by the slot's network namespace; ``socket`` and ``socketpair`` accept only ``AF_UNIX``.
+* Compile steps are bounded by the request's ``Limits.compile_timeout_s`` in CPU and wall time (a
+  source that includes one of the compiler's own descriptors blocks until then, then is a
+  ``compile_error``).
+
+Limits, stated plainly: the kernel is shared, so it is not a boundary against kernel exploits (use a VM
+tier for hostile multi-tenant use); the filter is a deny list, not an allow list; timing side channels
+through shared caches and the page cache of the shared files remain; ``/proc/self`` and the sandbox's
+own pids are visible (``/proc/self/mountinfo`` names the bound host directories, which the sandbox sees
+anyway, and the block device and size of the host's devtmpfs behind them; ``/proc/self/cgroup`` names
+the slot's cgroup, ``execrl-<host pid of the owning process>-<n>/slot<k>``); the harness's modules,
+which the candidate finds in ``sys.modules``, carry the host's source directory in ``__file__``; a
+program cannot lock even its own files (SQLite on a file fails) nor use ``resource.prlimit`` with its
+own pid instead of 0; assert-style tests whose shape is not rewritten run
+in the candidate's process and remain forgeable by code written against this harness (prefer
+``CallTest``/``IOTest`` for adversarial RL); a SIGKILL from outside pid 1 after the program lowered its
+own CPU limit is counted as the program's; CPU time of a busy host still affects wall-clock limits.
 The ``unisolated`` backend is NOT a security boundary.
 
 Trade-offs made for throughput (each measured; see the modules named):

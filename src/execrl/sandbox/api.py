@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import dataclasses
+import json
+import logging
 import os
 import shutil
 import tempfile
@@ -32,6 +34,8 @@ from execrl.sandbox.types import (
     work_path_problems,
 )
 from execrl.sandbox.verdicts import Judge, assemble, sandbox_error_result
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,13 @@ def validate_request(request: ExecutionRequest) -> None:
                 f"test {test.name!r} is a {type(test).__name__}, which language {language.name!r} "
                 f"does not support (supported kinds: {allowed})"
             )
+        if isinstance(test, CallTest):  # judged in the parent: it must encode, as the arguments must
+            try:
+                json.dumps(test.expected)
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise InvalidRequestError(
+                    f"test {test.name!r}: expected must be a JSON value: {exc}"
+                ) from exc
     build_job(request, language)
 
 
@@ -177,6 +188,13 @@ class Sandbox:
             return sandbox_error_result(str(exc))
         except OSError as exc:
             return sandbox_error_result(f"sandbox I/O failed: {exc}")
+        except Exception as exc:  # noqa: BLE001 - the one per-request catch-all, see below
+            # A bug in the parent's judging of THIS request (everything the candidate writes is parsed
+            # with bounds, so none is known to reach here) becomes this request's sandbox_error: a batch
+            # (``run_batch``, the HTTP batch endpoint, a training step's rewards) keeps every other
+            # request's result. Logged with its traceback; telemetry alarms on the sandbox error rate.
+            logger.exception("judging request failed inside the parent (an execrl bug)")
+            return sandbox_error_result(f"internal error while judging: {type(exc).__name__}: {exc}")
         finally:
             self._pool.release(worker)
             if not self._pool.isolate and driver.state.workdir.startswith(tempfile.gettempdir()):

@@ -7,7 +7,8 @@ outputs against expected values that never enter the sandbox (see ``harness.py``
 
 Records are JSON lines written to the record pipe:
 ``{"kind": "loaded"}`` after the program's top level ran, ``{"kind": "program_error", ...}`` if it raised,
-then per test ``{"i": k, "status": "ok" | "value" | "error", ...}``.
+then per test ``{"i": k, "status": "ok" | "value" | "probed" | "error", ...}`` (``probed``: the values of
+an assert test's probes, ``asserts.py``, as one JSON list in ``value``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ TRACEBACK_LINES = 12
 ALL_FDS = 1 << 20  # above any descriptor the sandbox can have (its RLIMIT_NOFILE is capped far lower)
 PRELUDE_FAILED = 121
 MESSAGE_CHARS = 2000
+PROBE = "__execrl_probe__"  # the name ``asserts.plan`` gives the probe in a rewritten assert test
+VALUE_DEPTH = 100  # as ``records.MAX_DEPTH``: deeper values are not plain values for the parent
 
 
 def write_all(fd: int, data: bytes, write: Callable[[int, memoryview], int] = os.write) -> None:
@@ -53,7 +56,11 @@ def _prelude(
     limits: dict[str, Any],
     new_session: bool = True,
 ) -> None:
-    """Trusted set-up before any candidate byte runs: fds, stdin, rlimits (lowering is allowed unprivileged)."""
+    """Trusted set-up before any candidate byte runs: the candidate's uid for good (the harness runs with
+    its own effective uid, ``jail._drop_privileges``), fds, stdin, rlimits (lowering is allowed
+    unprivileged)."""
+    uid = os.getuid()
+    os.setresuid(uid, uid, uid)
     if new_session:  # pid 1 of the sandbox (inline runs) already leads its own session
         os.setsid()
     if stdin_data:  # else stdin stays the harness's /dev/null, which reads as empty just the same
@@ -70,8 +77,7 @@ def _prelude(
             os.closerange(low, fd)
         low = fd + 1
     os.closerange(low, ALL_FDS)
-    cpu = max(1, math.ceil(cpu_left_s))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_CPU, cpu_rlimit(cpu_left_s))
     for which, value in (
         (resource.RLIMIT_FSIZE, int(limits["max_file_mb"]) << 20),
         (resource.RLIMIT_NOFILE, int(limits["max_open_files"])),
@@ -80,6 +86,13 @@ def _prelude(
         hard = resource.getrlimit(which)[1]
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(which, (value, value))
+
+
+def cpu_rlimit(cpu_left_s: float) -> tuple[int, int]:
+    """RLIMIT_CPU (soft, hard) of a candidate process with ``cpu_left_s`` of the budget left: SIGXCPU at
+    the budget (whole seconds), SIGKILL a second later."""
+    cpu = max(1, math.ceil(cpu_left_s))
+    return cpu, cpu + 1
 
 
 def _prelude_failed(exc: BaseException) -> NoReturn:
@@ -192,6 +205,52 @@ def run_main(
         os._exit(code)
 
 
+_TAGS: dict[type[tuple[Any, ...] | set[Any] | frozenset[Any]], str] = {tuple: "t", set: "s", frozenset: "f"}
+
+
+def encode_value(value: Any, depth: int = 0) -> Any:
+    """A probed value as JSON data that keeps Python's distinctions (``asserts.decode_value`` reads it):
+    tuples, sets, frozensets, dicts (any hashable keys), bytes and complex numbers are tagged, so
+    ``[1, 2] != (1, 2)`` survives. Subclasses compare as their base type (a ``Counter`` as a ``dict``, a
+    named tuple as a ``tuple``, as ``==`` treats them); a NumPy scalar as its Python value. Anything else
+    is ``{"u": type name}``, which the parent judges equal to nothing."""
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if depth >= VALUE_DEPTH:
+        raise ValueError("nested too deep")
+    for base in (int, float, str):
+        if isinstance(value, base):
+            return base(value)
+    if isinstance(value, list):
+        return [encode_value(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {"d": [[encode_value(k, depth + 1), encode_value(v, depth + 1)] for k, v in value.items()]}
+    for container, tag in _TAGS.items():
+        if isinstance(value, container):
+            return {tag: [encode_value(item, depth + 1) for item in value]}
+    if isinstance(value, bytes | bytearray):
+        return {"b": bytes(value).decode("latin-1")}
+    if isinstance(value, complex):
+        return {"c": [value.real, value.imag]}
+    if getattr(kind, "__module__", "") == "numpy" and getattr(value, "ndim", None) == 0:
+        return encode_value(value.item(), depth + 1)
+    return {"u": kind.__name__}
+
+
+def _prober(values: list[str]) -> Callable[[Any], None]:
+    """The probe a rewritten assert test calls (``asserts``): it records the value, it judges nothing."""
+    dumps = json.dumps
+
+    def probe(value: Any) -> None:
+        try:
+            values.append(dumps(encode_value(value)))
+        except (TypeError, ValueError, RecursionError):  # e.g. an int past the str-conversion limit
+            values.append(dumps({"u": type(value).__name__}))
+
+    return probe
+
+
 def _jsonable(value: Any) -> Any:
     """Tuples become lists (JSON has none); anything else JSON cannot hold raises TypeError."""
     return json.loads(json.dumps(value, allow_nan=True))
@@ -202,8 +261,12 @@ def _run_test(namespace: dict[str, Any], test: dict[str, Any]) -> dict[str, Any]
     result: dict[str, Any]
     try:
         if test["kind"] == "code":
+            values: list[str] = []
+            namespace[PROBE] = _prober(values)
             exec(compile(test["code"], f"<test {test['name']}>", "exec"), namespace)
-            result = {"status": "ok"}
+            result = (
+                {"status": "probed", "value": f"[{','.join(values)}]"} if test["probes"] else {"status": "ok"}
+            )
         else:
             fn: Callable[..., Any] = namespace[test["entry_point"]]
             value = fn(*test["args"], **test["kwargs"])

@@ -13,9 +13,8 @@ Where execrl differs, and why (all documented, none silent):
   (``go``, ``nodejs``, ...) answers ``status: SandboxError`` with a message listing what runs, which is what
   SandboxFusion returns when a runner is unavailable, and what verl counts as a sandbox fault (-1), not as
   a wrong answer.
-* ``run_timeout`` becomes both the wall-clock and the CPU-time limit of the run. ``compile_timeout`` is
-  validated but not applied: execrl compiles under the language's own fixed limit
-  (``execrl.sandbox.languages``, 30 s for cpp), whatever the request says.
+* ``run_timeout`` becomes both the wall-clock and the CPU-time limit of the run; ``compile_timeout`` both
+  limits of the compile step (``Limits.compile_timeout_s``).
 * ``memory_limit_MB`` is a cgroup limit on the whole sandbox (SandboxFusion sets RLIMIT_AS); ``-1`` (or any
   value <= 0) means the server's default (``default_memory_mb``). Exceeding it shows as a failed run killed
   by SIGKILL (``return_code: -9``), SandboxFusion shows a ``MemoryError`` with return code 1.
@@ -143,9 +142,17 @@ def _limits(body: RunCodeRequest, default_memory_mb: int, max_output_bytes: int)
             cpu_time_s=body.run_timeout,
             memory_mb=memory_mb,
             max_output_bytes=output,
+            compile_timeout_s=body.compile_timeout,
         )
     except InvalidRequestError as exc:
-        field = "memory_limit_MB" if "memory_mb" in str(exc) else "run_timeout"
+        message = str(exc)
+        field = (
+            "memory_limit_MB"
+            if "memory_mb" in message
+            else "compile_timeout"
+            if "compile_timeout" in message
+            else "run_timeout"
+        )
         raise RequestFieldError([FieldProblem(field, f"{exc} (-1 means the server default)")]) from None
 
 

@@ -18,10 +18,16 @@ builtins, printed fake results, closing or writing file descriptors):
   values it kept. Printing "PASSED", exiting early or patching builtins cannot produce a value the
   candidate does not know; a test without a record counts as failed, and the run only counts once ``H``
   wrote its final ``done`` record (the parent treats a missing one as a failure).
-* ``CodeTest`` (HumanEval's assert style) is weaker by construction: the assertions run inside ``C`` in
-  the candidate's namespace, so early exits and printed results fail, but a candidate written against
-  this harness could write an ``ok`` record itself or return objects whose ``__eq__`` lies. Use
-  ``CallTest``/``IOTest`` when that matters; the limit is stated in the public docs too.
+* ``CodeTest`` (HumanEval's assert style): before the job is built the parent rewrites the common assert
+  shapes into probes (``asserts.py``): ``C`` reports the probed values, the parent keeps the expected
+  values and compares, so such a test is as strong as a ``CallTest``; an ``ok`` record cannot answer a
+  test that has probes. What the rewrite does not recognise (asserts in loops over random inputs,
+  comparisons of two computed values, helpers that raise) still runs inside ``C`` in the candidate's
+  namespace: early exits and printed results fail, but a candidate written against this harness could
+  write that test's record itself. ``execrl bench asserts`` counts the tests in each form.
+* Every record from ``C`` is parsed with bounds (``records.py``): a malformed one breaks the group's
+  protocol (the candidate's ``runtime_error``) and never raises in ``H``, whose crash would be a
+  ``sandbox_error`` chosen by the candidate.
 
 Speed: ``C`` is a fork of the already-running harness interpreter, so a Python program starts without
 interpreter start-up or imports (``compile`` + ``exec`` of its source); compiled languages ``execve``
@@ -35,14 +41,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import select
 import signal
 import time
 import traceback
 
-from execrl.sandbox import child, jail
+from execrl.sandbox import child, jail, records
+from execrl.sandbox.records import clean_error
 
 # Annotations only: importing ``typing`` would add ~2 MB to the zygote, and to every fork of it.
 TYPE_CHECKING = False
@@ -52,16 +58,6 @@ if TYPE_CHECKING:
 
 
 COMPILE_OUTPUT_BYTES = 1 << 16
-RECORD_FIELDS = {
-    "status": str,
-    "value": str,
-    "type": str,
-    "message": str,
-    "tb": str,
-    "cpu_s": float,
-    "wall_s": float,
-}
-TEST_STATUSES = {"ok", "value", "error", "unserializable", "too_large"}
 
 
 class Outcome:
@@ -228,14 +224,14 @@ class Harness:
     def run_python_main(self, stdin: bytes, capture: bool) -> tuple[Outcome, dict[str, Any] | None]:
         out_r, out_w = os.pipe() if capture else (-1, -1)
         rec_r, rec_w = os.pipe()
-        buffer, records = bytearray(), bytearray()
+        buffer, record_lines = bytearray(), bytearray()
 
         def target() -> NoReturn:
             child.run_main(self.job, stdin, out_w if capture else None, rec_w, self.cpu_left_s())
 
         pid = self.fork(target)
         os.close(rec_w)
-        readers = {rec_r: self.capture_reader(records, 1 << 16)}
+        readers = {rec_r: self.capture_reader(record_lines, 1 << 16)}
         if capture:
             os.close(out_w)
             readers[out_r] = self.capture_reader(buffer, self.max_output)
@@ -243,7 +239,7 @@ class Harness:
         for fd in readers:
             os.close(fd)
         outcome.captured = buffer
-        return outcome, _program_error(records)
+        return outcome, _program_error(record_lines)
 
     def compile(self) -> bool:
         language = self.job["language"]
@@ -291,11 +287,10 @@ class GroupState:
         return len(self.buffer) <= self.line_limit
 
     def _accept(self, line: bytes) -> bool:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return False
-        if not isinstance(record, dict) or self.program_error is not None:
+        """One line of ``C``'s: parsed with bounds (``records.parse_record``), never raising here (a
+        crash of ``H`` would be a ``sandbox_error``, which the candidate must not be able to cause)."""
+        record = records.parse_record(line)
+        if record is None or self.program_error is not None:
             return False
         if not self.loaded:
             if record.get("kind") == "program_error":
@@ -303,13 +298,11 @@ class GroupState:
                 return True
             self.loaded = record.get("kind") == "loaded"
             return self.loaded
-        if (
-            not self.pending
-            or record.get("i") != self.pending[0]
-            or record.get("status") not in TEST_STATUSES
-        ):
+        status = record.get("status")
+        if not self.pending or record.get("i") != self.pending[0] or status not in records.TEST_STATUSES:
             return False
-        self.harness.send({"kind": "test", "i": self.pending.pop(0), **clean_error(record)})
+        index = self.pending.pop(0)
+        self.harness.send({"kind": "test", "i": index, "status": status, **clean_error(record)})
         return True
 
 
@@ -421,7 +414,11 @@ def main(res_fd: int, job_fd: int, isolated: bool) -> NoReturn:
         h = Harness(res_fd, job, isolated)
         if not isolated:
             h.send({"kind": "workdir", "path": jail.unisolated_workdir()})
-        h.write_files()
+            h.write_files()
+        else:
+            jail.as_candidate()  # the work directory is the candidate's (mode 700)
+            h.write_files()
+            jail.as_harness()
         if job["language"]["compile"] and not h.compile():
             h.send({"kind": "done"})
             os._exit(0)
@@ -445,24 +442,11 @@ def main(res_fd: int, job_fd: int, isolated: bool) -> NoReturn:
         os._exit(1)
 
 
-def _program_error(records: bytearray) -> dict[str, Any] | None:
-    for line in bytes(records).splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("kind") == "program_error":
+def _program_error(lines: bytearray) -> dict[str, Any] | None:
+    """The ``program_error`` record of a main-script run, if any (other lines are ignored: the record
+    only adds the traceback to a run whose verdict the exit status decides)."""
+    for line in bytes(lines).splitlines():
+        record = records.parse_record(line)
+        if record is not None and record.get("kind") == "program_error":
             return clean_error(record)
     return None
-
-
-def clean_error(record: dict[str, Any]) -> dict[str, Any]:
-    """Keep only known fields of the known types (records from ``C`` are untrusted data)."""
-    cleaned: dict[str, Any] = {}
-    for key, kind in RECORD_FIELDS.items():
-        value = record.get(key)
-        if kind is float and isinstance(value, int | float) and math.isfinite(value):
-            cleaned[key] = float(value)
-        elif kind is str and isinstance(value, str):
-            cleaned[key] = value
-    return cleaned

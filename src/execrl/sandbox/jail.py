@@ -10,14 +10,17 @@ Sequence for the strict ("namespace") backend, all with direct system calls:
 2. Per execution, the zygote clones ``P`` straight into new pid/mount/ipc/uts/cgroup namespaces
    (``linux.clone_process``), inheriting its slot's empty network namespace (made once per slot, see
    ``make_network_namespaces``): ``P`` is pid 1 of its pid namespace and its mount namespace is a private
-   copy of the skeleton, on which it mounts a fresh ``/proc`` of its pid namespace and the work directory
-   ``/tmp``: a tmpfs of its own with ``size=`` and ``nr_inodes=`` (owned by the sandbox uid; also
-   ``$HOME``). The parent moves ``P`` into its slot's cgroups before handing it a job.
+   copy of the skeleton, on which it mounts a fresh ``/proc`` of its pid namespace (``subset=pid``: no
+   host-wide files) and the work directory ``/tmp``: a tmpfs of its own with ``size=`` and
+   ``nr_inodes=`` (owned by the sandbox uid; also ``$HOME``). The parent moves ``P`` into its slot's
+   cgroups before handing it a job.
 3. Privileges: raise-able rlimits are capped (core 0), the capability bounding set is emptied, groups
    cleared, uid/gid set to the slot's own unprivileged id (one per concurrent sandbox, so RLIMIT_NPROC
-   and signals cannot reach a neighbour), all capabilities cleared, ``PR_SET_NO_NEW_PRIVS`` (setuid bits
-   and file capabilities stop working), ``PR_SET_DUMPABLE=0`` (the candidate cannot open
-   ``/proc/1/fd``/``mem`` of the harness) and the seccomp filter (``seccomp.py``) is installed.
+   and signals cannot reach a neighbour), with the pool's harness uid as effective and saved uid until
+   the candidate's process drops it (``_drop_privileges``), all capabilities cleared,
+   ``PR_SET_NO_NEW_PRIVS`` (setuid bits and file capabilities stop working), ``PR_SET_DUMPABLE=0`` (the
+   candidate cannot open ``/proc/1/fd``/``mem`` of the harness) and the seccomp filter (``seccomp.py``)
+   is installed.
 
 No user namespace: we are root already, so mapping ids would only cost a few writes per sandbox and add
 attack surface (user-namespace-gated kernel code); the unprivileged uid and the empty bounding set give
@@ -70,13 +73,14 @@ class JailSpec:
     ~2 MB, and every module the zygote imports makes every fork of it slower.
     """
 
-    __slots__ = ("isolate", "uid", "slot", "workdir_mb", "workdir_inodes", "seccomp_filter")
+    __slots__ = ("isolate", "uid", "harness_uid", "slot", "workdir_mb", "workdir_inodes", "seccomp_filter")
 
     def __init__(
         self,
         *,
         isolate: bool,
         uid: int,
+        harness_uid: int,
         slot: int,
         workdir_mb: int,
         workdir_inodes: int,
@@ -84,6 +88,7 @@ class JailSpec:
     ) -> None:
         self.isolate = isolate
         self.uid = uid
+        self.harness_uid = harness_uid
         self.slot = slot
         self.workdir_mb = workdir_mb
         self.workdir_inodes = workdir_inodes
@@ -174,8 +179,12 @@ def _add_devices(root: str) -> None:
 
 
 def _mount_own(spec: JailSpec) -> None:
-    """In the worker's copy of the template: a /proc of its pid namespace and its own work directory."""
-    linux.mount("proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
+    """In the worker's copy of the template: a /proc of its pid namespace and its own work directory.
+
+    ``subset=pid``: only the process directories (and ``self``/``thread-self``), none of the host-wide
+    files (``/proc/cmdline``, ``/proc/sys``, the boot id, ``/proc/locks``, ``/proc/meminfo``...)."""
+    flags = linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC
+    linux.mount("proc", "/proc", "proc", flags, "subset=pid")
     options = (
         f"size={spec.workdir_mb}m,nr_inodes={spec.workdir_inodes},mode=700,uid={spec.uid},gid={spec.uid}"
     )
@@ -211,10 +220,17 @@ def prepare_zygote(isolate: bool) -> None:
 
 def _drop_privileges(spec: JailSpec) -> None:
     """The bounding set is already empty (``prepare_zygote``); setting the uids then clears permitted and
-    effective capabilities, and ``capset`` clears them (and inheritable, and with them ambient) explicitly."""
+    effective capabilities, and ``capset`` clears them (and inheritable, and with them ambient) explicitly.
+
+    The harness keeps the candidate's uid as its real uid (so it may signal and kill the candidate's
+    processes, and set their uid for good: ``child._prelude``) but runs with the harness uid as its
+    effective and saved uid: the kernel lets a process change another's rlimits (``prlimit``) only when
+    the caller's uid matches all of the target's uids, so the candidate cannot lower the harness's
+    limits (seccomp refuses it too, and, which the uid alone would not, ``setpriority`` and CPU
+    affinity on any process but the caller)."""
     os.setgroups([])
     os.setresgid(spec.uid, spec.uid, spec.uid)
-    os.setresuid(spec.uid, spec.uid, spec.uid)
+    os.setresuid(spec.uid, spec.harness_uid, spec.harness_uid)
     linux.clear_all_capabilities()
     linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1)
     linux.prctl(linux.PR_SET_DUMPABLE, 0)
@@ -245,6 +261,18 @@ def isolate_unisolated(spec: JailSpec) -> str:
     os.close(fd)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     return ""
+
+
+def as_candidate() -> None:
+    """In the harness (strict backend): act with the candidate's uid (its real uid) until
+    ``as_harness``, e.g. to write the job's files into the work directory the candidate owns."""
+    os.setresuid(-1, os.getuid(), -1)
+
+
+def as_harness() -> None:
+    """Back to the harness's own effective uid (kept as its saved uid)."""
+    _, _, saved = os.getresuid()
+    os.setresuid(-1, saved, -1)
 
 
 def unisolated_workdir() -> str:

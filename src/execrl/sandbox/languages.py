@@ -2,8 +2,9 @@
 
 A language is either run in-process by the Python harness (``mode="python"``: the host interpreter and
 its standard library, no site-packages) or compiled inside the sandbox and executed (``mode="binary"``),
-with its own compile time limit; compiler output comes back as ``compile_output`` and a failed compile is
-``Verdict.COMPILE_ERROR``. ``test_kinds`` says which test styles make sense for the language.
+under a compile time limit (the request's ``Limits.compile_timeout_s``, else the language's default);
+compiler output comes back as ``compile_output`` and a failed compile is ``Verdict.COMPILE_ERROR``.
+``test_kinds`` says which test styles make sense for the language.
 """
 
 from __future__ import annotations
@@ -24,14 +25,21 @@ class Language:
     run_argv: tuple[str, ...] = ()
     compile_timeout_s: float = 0.0
 
-    def job_spec(self, program_path: str) -> dict[str, Any]:
+    def compile_limit_s(self, requested_s: float | None) -> float:
+        """The compile step's CPU and wall-clock limit: the request's (``Limits.compile_timeout_s``) or,
+        when it sets none, the language's default; 0 for a language without a compile step."""
+        if not self.compile_argv:
+            return 0.0
+        return self.compile_timeout_s if requested_s is None else requested_s
+
+    def job_spec(self, program_path: str, compile_timeout_s: float | None = None) -> dict[str, Any]:
         compile_argv = [arg.replace("{source}", program_path) for arg in self.compile_argv]
         return {
             "name": self.name,
             "mode": self.mode,
             "compile": compile_argv or None,
             "run": list(self.run_argv) or None,
-            "compile_timeout_s": self.compile_timeout_s,
+            "compile_timeout_s": self.compile_limit_s(compile_timeout_s),
         }
 
 

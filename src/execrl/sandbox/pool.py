@@ -35,11 +35,21 @@ from execrl.sandbox.errors import SandboxFailure
 
 UID_BASE = 1_500_000  # sandbox uids: far above any real user, never in /etc/passwd
 UIDS_PER_POOL = 2048  # each pool owns a block of uids: one per slot, distinct across pools and processes
+HARNESS_UID_OFFSET = UIDS_PER_POOL - 1  # the block's last uid: the harnesses' effective uid (jail.py)
 UID_BLOCKS = 500_000
 SRC_DIR = str(Path(__file__).resolve().parents[2])
 WorkerKey = tuple[int, int]  # (workdir_mb, workdir_inodes)
 JANITOR_WAIT_S = 2.0  # how long the janitor waits for a killed worker's pid 1 to exit
 EXITS_KEPT = 4096  # exit statuses nobody asked for are dropped oldest first
+
+
+@dataclass(frozen=True)
+class WorkerExit:
+    """How a worker's pid 1 ended: its wait status and the hard CPU rlimit it died with (seconds, None if
+    unlimited), which the program may have lowered itself."""
+
+    status: int
+    cpu_hard_s: int | None
 
 
 @dataclass
@@ -92,8 +102,10 @@ _pools_started = itertools.count()
 def uid_block_base(slots: int) -> int:
     """First uid of this pool's block, from (pid, pool number): two pools, even in different processes,
     practically never share a uid, so RLIMIT_NPROC and kill(2) never reach across sandboxes."""
-    if slots > UIDS_PER_POOL:
-        raise SandboxFailure(f"at most {UIDS_PER_POOL} slots per sandbox (workers + max_concurrency + 1)")
+    if slots > HARNESS_UID_OFFSET:
+        raise SandboxFailure(
+            f"at most {HARNESS_UID_OFFSET} slots per sandbox (workers + max_concurrency + 1)"
+        )
     block = (os.getpid() * 64 + next(_pools_started)) % UID_BLOCKS
     return UID_BASE + block * UIDS_PER_POOL
 
@@ -117,7 +129,7 @@ class WorkerPool:
         self.ready: dict[WorkerKey, collections.deque[Worker]] = collections.defaultdict(collections.deque)
         self.pending: dict[int, tuple[int, WorkerKey]] = {}
         self.spawn_errors: collections.deque[str] = collections.deque(maxlen=10)
-        self.exits: dict[int, int] = {}  # worker pid -> wait status, as the zygote reaped it
+        self.exits: dict[int, WorkerExit] = {}  # worker pid -> how it ended, as the zygote reaped it
         self.cond = threading.Condition()
         self.tokens = itertools.count(1)
         self.closed = False
@@ -134,14 +146,22 @@ class WorkerPool:
             SRC_DIR, child_sock.fileno(), self.isolate, self.python_prefix, self.slots
         )
         self.process = subprocess.Popen(
-            [base_python(), "-S", "-s", "-P", "-B", "-c", code],
+            [base_python(), *zygote.ARGS],
             pass_fds=[child_sock.fileno()],
             env=dict(jail.ENV),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             start_new_session=True,
             cwd="/",
         )
+        assert self.process.stdin is not None
+        try:
+            with self.process.stdin:  # far below a pipe's buffer: never blocks
+                self.process.stdin.write(code.encode())
+        except BrokenPipeError as exc:
+            child_sock.close()
+            parent_sock.close()
+            raise SandboxFailure(f"the zygote exited before reading its code ({base_python()})") from exc
         child_sock.close()
         self.sock = parent_sock
         self.reader = threading.Thread(
@@ -180,7 +200,9 @@ class WorkerPool:
 
     def _receive(self, reply: dict[str, object], fds: list[int], attach_error: str | None) -> None:
         if "exited" in reply:
-            self.exits[int(str(reply["exited"]))] = int(str(reply["status"]))
+            hard = reply.get("cpu_hard_s")
+            cpu_hard_s = hard if isinstance(hard, int) else None
+            self.exits[int(str(reply["exited"]))] = WorkerExit(int(str(reply["status"])), cpu_hard_s)
             while len(self.exits) > EXITS_KEPT:
                 self.exits.pop(next(iter(self.exits)))
             return
@@ -211,6 +233,7 @@ class WorkerPool:
         spec = {
             "isolate": self.isolate,
             "uid": self.uid_base + slot,
+            "harness_uid": self.uid_base + HARNESS_UID_OFFSET,
             "slot": slot,
             "workdir_mb": key[0],
             "workdir_inodes": key[1],
@@ -287,8 +310,8 @@ class WorkerPool:
                     raise SandboxFailure(f"no sandbox worker within {timeout_s:.0f} s: {errors}")
                 self.cond.wait(min(left, 0.5))
 
-    def wait_exit(self, worker: Worker, timeout_s: float) -> int | None:
-        """The wait status of the worker's pid 1 once the zygote reaped it (``None`` on timeout)."""
+    def wait_exit(self, worker: Worker, timeout_s: float) -> WorkerExit | None:
+        """How the worker's pid 1 ended, once the zygote reaped it (``None`` on timeout)."""
         deadline = time.monotonic() + timeout_s
         with self.cond:
             while worker.pid not in self.exits:

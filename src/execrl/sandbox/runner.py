@@ -22,12 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from execrl.sandbox import harness
+from execrl.sandbox import asserts, harness, records
 from execrl.sandbox.cgroups import CgroupSlot
-from execrl.sandbox.child import write_all
+from execrl.sandbox.child import cpu_rlimit, write_all
 from execrl.sandbox.errors import InvalidRequestError, SandboxFailure
 from execrl.sandbox.languages import Language
-from execrl.sandbox.pool import Worker
+from execrl.sandbox.pool import Worker, WorkerExit
 from execrl.sandbox.types import CallTest, CodeTest, ExecutionRequest, IOTest, Verdict
 
 WALL_GRACE_S = 0.25
@@ -56,8 +56,9 @@ class RunState:
 
 
 def _test_dict(test: CodeTest | CallTest | IOTest) -> dict[str, Any]:
-    if isinstance(test, CodeTest):
-        return {"kind": "code", "name": test.name, "code": test.code}
+    if isinstance(test, CodeTest):  # recognised asserts become probes; their expected values stay here
+        plan = asserts.plan(test.code)
+        return {"kind": "code", "name": test.name, "code": plan.code, "probes": len(plan.expectations)}
     if isinstance(test, CallTest):
         return {
             "kind": "call",
@@ -74,7 +75,7 @@ def build_job(request: ExecutionRequest, language: Language) -> bytes:
     program_path = request.program_path or language.default_path
     limits = request.limits
     job = {
-        "language": language.job_spec(program_path),
+        "language": language.job_spec(program_path, limits.compile_timeout_s),
         "program": request.program,
         "program_path": program_path,
         "files": dict(request.files),
@@ -91,24 +92,31 @@ def build_job(request: ExecutionRequest, language: Language) -> bytes:
     }
     try:
         return json.dumps(job).encode("utf-8", "surrogatepass")
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: arguments nested too deep
         raise InvalidRequestError(f"test arguments must be JSON values (call tests): {exc}") from exc
 
 
 class _Lines:
+    """Splits the result pipe into records. Only ``H`` writes there, but nothing read from a sandbox is
+    parsed unbounded: a line that is not a JSON object sets ``garbage`` (the run is then judged as a
+    protocol violation, see ``verdicts.Judge.unreported``) instead of raising in the parent."""
+
     def __init__(self) -> None:
         self.buffer = bytearray()
+        self.garbage = False
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
         self.buffer.extend(data)
-        records = []
-        while b"\n" in self.buffer:
+        out = []
+        while b"\n" in self.buffer and not self.garbage:
             line, _, rest = bytes(self.buffer).partition(b"\n")
             self.buffer = bytearray(rest)
-            record = json.loads(line)
-            if isinstance(record, dict):
-                records.append(record)
-        return records
+            ok, record = records.loads(line)
+            if ok and isinstance(record, dict):
+                out.append(record)
+            else:
+                self.garbage = True
+        return out
 
 
 def _wait_ready(worker: Worker, lines: _Lines) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -122,19 +130,28 @@ def _wait_ready(worker: Worker, lines: _Lines) -> tuple[dict[str, Any], list[dic
         data = os.read(worker.res_r, 1 << 16)
         if not data:
             raise SandboxFailure(f"worker {worker.pid} died before it was ready")
-        records = lines.feed(data)
-        if not records:
+        got = lines.feed(data)
+        if lines.garbage:
+            raise SandboxFailure(f"worker {worker.pid} wrote a malformed record before it was ready")
+        if not got:
             continue
-        first = records[0]
+        first = got[0]
         if first.get("kind") == "setup_error":
             raise SandboxFailure(f"sandbox set-up failed: {first.get('message')}")
         if first.get("kind") != "ready":
             raise SandboxFailure(f"unexpected first record from the worker: {first!r}")
-        return first, records[1:]
+        return first, got[1:]
 
 
-WaitExit = Callable[[Worker, float], "int | None"]
+WaitExit = Callable[[Worker, float], "WorkerExit | None"]
 EXIT_REPORT_S = 5.0  # how long the zygote may take to report a dead worker's status
+
+
+def _own_cpu_rlimit(ended: WorkerExit, cpu_time_s: float) -> bool:
+    """Whether pid 1 died with a hard CPU rlimit below the one the harness gave it: the program lowered
+    it (which needs no privilege), so a SIGKILL can be the kernel's at that limit, even at once for 0.
+    Then the death is the program's own doing (``runtime_error``), never a kill from outside."""
+    return ended.cpu_hard_s is not None and ended.cpu_hard_s < cpu_rlimit(cpu_time_s)[1]
 
 
 class _Relay:
@@ -216,22 +233,25 @@ class Driver:
         assert self.group is not None and self.wait_exit is not None
         limits = self.request.limits
         wall_left_s = start + limits.timeout_s + WALL_GRACE_S - time.monotonic()
-        status = self.wait_exit(self.worker, max(0.0, wall_left_s))
-        if status is None:
+        ended = self.wait_exit(self.worker, max(0.0, wall_left_s))
+        if ended is None:
             self.kill("wall")
-            status = self.wait_exit(self.worker, EXIT_REPORT_S)
-        if status is None:
+            ended = self.wait_exit(self.worker, EXIT_REPORT_S)
+        if ended is None:
             raise SandboxFailure(f"no exit status for worker {self.worker.pid} from the zygote")
+        status = ended.status
         cpu_s = self.slot.cpu_time_s() if self.slot is not None else 0.0
         if (
             os.WIFSIGNALED(status)
             and os.WTERMSIG(status) == signal.SIGKILL
             and self.state.kill_reason is None
             and cpu_s < limits.cpu_time_s - 0.01
+            and not _own_cpu_rlimit(ended, limits.cpu_time_s)
         ):
             # Killed from outside, not by the candidate: the kernel drops SIGKILL sent to pid 1 from inside
-            # its namespace, and the kernel's own kills (OOM, the CPU rlimit) are told apart by the cgroup's
-            # counters. Left unreported: ``Judge.unreported`` makes it memory_limit or sandbox_error.
+            # its namespace, and the kernel's own kills (OOM, the CPU rlimit the program may have lowered
+            # itself) are told apart by the cgroup's counters and the rlimit it died with. Left
+            # unreported: ``Judge.unreported`` makes it memory_limit or sandbox_error.
             return
         group = self.group
         fields: dict[str, Any] = {
@@ -253,7 +273,8 @@ class Driver:
 
     def _loop(self, start: float, judge: Any) -> None:
         limits = self.request.limits
-        wall_deadline = start + limits.timeout_s + self.language.compile_timeout_s + WALL_GRACE_S
+        compile_s = self.language.compile_limit_s(limits.compile_timeout_s)
+        wall_deadline = start + limits.timeout_s + compile_s + WALL_GRACE_S
         streams = {self.worker.res_r: "res", self.worker.out_r: "out", self.worker.err_r: "err"}
         poller = select.poll()  # not select(): descriptors above 1024 are common in big parents
         for fd in streams:
@@ -282,8 +303,8 @@ class Driver:
             if self.slot is not None and self.state.kill_reason is None and now - last_cpu_poll >= CPU_POLL_S:
                 last_cpu_poll = now
                 budget = limits.cpu_time_s + self.state.compile_cpu_s + CPU_GRACE_S
-                if not self._compiled() and self.language.compile_argv:
-                    budget += self.language.compile_timeout_s
+                if not self._compiled():
+                    budget += compile_s
                 if self.slot.cpu_time_s() > budget:
                     self.kill("cpu")
 
@@ -317,6 +338,8 @@ class Driver:
                 return
             for record in self.lines.feed(data):
                 self._record(record, judge)
+            if self.lines.garbage:
+                self.kill("protocol")
             return
         buffer = self.state.stdout if stream == "out" else self.state.stderr
         room = self.max_bytes - len(buffer)
@@ -341,7 +364,7 @@ class Driver:
         elif kind == "workdir":
             self.state.workdir = str(record.get("path") or "")
         elif kind == "compile":
-            self.state.compile_cpu_s = float(record.get("cpu_s") or 0.0)
+            self.state.compile_cpu_s = records.finite(record.get("cpu_s")) or 0.0
         elif kind == "test" and self.request.stop_on_first_failure and self.state.kill_reason is None:
             verdict = judge(record)
             if verdict is not Verdict.PASSED:

@@ -6,15 +6,32 @@ that matter for escapes and host interference are a short, well-known list (Dock
 defaults; research notes, hazards 11, 17, 18). Limits: a deny list cannot stop bugs in allowed syscalls
 (shared kernel).
 
-Program layout (every jump is forward, as cBPF requires):
+Program layout (every jump is forward, as cBPF requires; ``_rule`` computes the offsets):
 
 1. ``arch != AUDIT_ARCH_X86_64`` -> kill the process (blocks the 32-bit ``int 0x80`` entry).
 2. ``nr >= 0x40000000`` (x32 ABI numbers) -> kill the process.
-3. ``socket(family, ...)``: allowed only for ``AF_UNIX``; anything else -> EPERM.
+3. ``socket(family, ...)`` and ``socketpair(family, ...)``: allowed only for ``AF_UNIX``; anything else ->
+   EPERM (before the kernel reaches the family's create routine).
 4. ``ioctl(fd, TIOCSTI | TIOCLINUX, ...)`` -> EPERM (terminal injection).
 5. ``clone(flags)`` with any namespace flag -> EPERM; ``clone3`` -> ENOSYS (its flags sit behind a
    pointer BPF cannot read; the C library then falls back to ``clone``).
-6. Denied syscalls (``DENIED_SYSCALLS``) -> EPERM. Everything else is allowed.
+6. Calls that act on another process's limits or scheduling are allowed only on the caller itself
+   (pid/who 0): ``prlimit64``, ``setpriority``, ``sched_setaffinity``/``setscheduler``/``setparam``/
+   ``setattr``, ``ioprio_set``; else EPERM. The kernel alone would refuse ``prlimit`` on the harness (it
+   runs under another effective uid) but not the others (they only compare the caller's effective uid
+   with the target's real one, which the harness shares with the candidate). ``resource.prlimit`` with
+   the caller's own pid instead of 0 is refused too; ``setrlimit``, ``os.nice`` work as usual.
+7. File locks and change notification, the channels shared read-only files would open between
+   concurrent sandboxes (and the host): ``flock`` and ``fcntl`` lock commands (``F_GETLK``,
+   ``F_SETLK(W)``, the ``F_OFD_*`` twins) -> ENOLCK, the errno a file system without locking gives;
+   ``fcntl(F_NOTIFY)`` (dnotify) and ``F_SETLEASE`` -> EPERM; ``inotify_init(1)`` and ``fanotify_init``
+   are in the deny list. BPF cannot see which file a descriptor names, so locks on the sandbox's own
+   files are refused too (a program that locks its own files, e.g. SQLite on a file, fails).
+8. Denied syscalls (``DENIED_SYSCALLS``) -> EPERM. Everything else is allowed.
+
+Cost: a syscall whose outcome does not depend on its arguments never runs the filter (the kernel's
+seccomp action cache); those with argument rules measured about 10 ns more with rules 3-7 than before
+them (``fcntl``: 362 -> 371 ns per call, ``getppid``: 263 -> 270 ns; noise of the same size).
 """
 
 from __future__ import annotations
@@ -45,13 +62,29 @@ _OFF_ARCH = 4
 _OFF_ARG0_LO = 16
 _OFF_ARG1_LO = 24
 
+
 SYS_IOCTL = 16
 SYS_SOCKET = 41
+SYS_SOCKETPAIR = 53
 SYS_CLONE = 56
+SYS_FCNTL = 72
+SYS_FLOCK = 73
+SYS_SETPRIORITY = 141
+SYS_SCHED_SETPARAM = 142
+SYS_SCHED_SETSCHEDULER = 144
+SYS_IOPRIO_SET = 251
+SYS_SCHED_SETAFFINITY = 203
+SYS_PRLIMIT64 = 302
+SYS_SCHED_SETATTR = 314
 SYS_CLONE3 = 435
 AF_UNIX = 1
 TIOCSTI = 0x5412
 TIOCLINUX = 0x541C
+IOPRIO_WHO_PROCESS = 1
+# fcntl commands: locks (F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW) and the rest.
+FCNTL_LOCK_COMMANDS = (5, 6, 7, 36, 37, 38)
+F_SETLEASE = 1024
+F_NOTIFY = 1026
 
 # name -> x86_64 number; each is denied with EPERM.
 DENIED_SYSCALLS: dict[str, int] = {
@@ -92,6 +125,9 @@ DENIED_SYSCALLS: dict[str, int] = {
     "kexec_file_load": 320,
     "bpf": 321,
     "userfaultfd": 323,
+    "inotify_init": 253,
+    "inotify_init1": 294,
+    "fanotify_init": 300,
     "io_uring_setup": 425,
     "io_uring_enter": 426,
     "io_uring_register": 427,
@@ -109,46 +145,82 @@ DENIED_SYSCALLS: dict[str, int] = {
 CLONE_NAMESPACE_MASK = linux.NAMESPACE_FLAGS
 
 
-def _stmt(code: int, k: int) -> tuple[int, int, int, int]:
+Instruction = tuple[int, int, int, int]
+
+
+def _stmt(code: int, k: int) -> Instruction:
     return (code, 0, 0, k)
 
 
-def _jump(code: int, k: int, jt: int, jf: int) -> tuple[int, int, int, int]:
+def _jump(code: int, k: int, jt: int, jf: int) -> Instruction:
     return (code, jt, jf, k)
+
+
+def _rule(nr: int, body: list[Instruction]) -> list[Instruction]:
+    """``body`` runs only for syscall ``nr`` and ends in a return (it may load arguments: nothing after it
+    sees them); other syscalls skip over it with the syscall number still loaded."""
+    return [_jump(_JEQ_K, nr, 0, len(body)), *body]
+
+
+def _arg_switch(
+    offset: int, cases: tuple[tuple[tuple[int, ...], int], ...], default: int
+) -> list[Instruction]:
+    """Return the action of the first case whose values hold the argument at ``offset``, else ``default``."""
+    compares = [(value, case) for case, (values, _) in enumerate(cases) for value in values]
+    body = [_stmt(_LD_W_ABS, offset)]
+    for index, (value, case) in enumerate(compares):
+        # This compare sits at 1 + index; the returns follow the compares: default, then one per case.
+        body.append(_jump(_JEQ_K, value, len(compares) - index + case, 0))
+    return [*body, _stmt(_RET_K, default), *(_stmt(_RET_K, action) for _, action in cases)]
+
+
+def _args_equal(checks: tuple[tuple[int, int], ...], deny: int) -> list[Instruction]:
+    """Allow only if every ``(offset, value)`` holds, else return ``deny`` (e.g. "pid is 0: the caller")."""
+    body: list[Instruction] = []
+    for index, (offset, value) in enumerate(checks):
+        to_deny = 2 * (len(checks) - index) - 1
+        body += [_stmt(_LD_W_ABS, offset), _jump(_JEQ_K, value, 0, to_deny)]
+    return [*body, _stmt(_RET_K, SECCOMP_RET_ALLOW), _stmt(_RET_K, deny)]
+
+
+def _argument_rules() -> list[Instruction]:
+    allow, eperm = SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | errno.EPERM
+    enolck = SECCOMP_RET_ERRNO | errno.ENOLCK
+    only_self = {
+        SYS_PRLIMIT64: ((_OFF_ARG0_LO, 0),),
+        SYS_SCHED_SETAFFINITY: ((_OFF_ARG0_LO, 0),),
+        SYS_SCHED_SETSCHEDULER: ((_OFF_ARG0_LO, 0),),
+        SYS_SCHED_SETPARAM: ((_OFF_ARG0_LO, 0),),
+        SYS_SCHED_SETATTR: ((_OFF_ARG0_LO, 0),),
+        SYS_SETPRIORITY: ((_OFF_ARG0_LO, 0), (_OFF_ARG1_LO, 0)),  # PRIO_PROCESS, who = the caller
+        SYS_IOPRIO_SET: ((_OFF_ARG0_LO, IOPRIO_WHO_PROCESS), (_OFF_ARG1_LO, 0)),
+    }
+    unix_only = _arg_switch(_OFF_ARG0_LO, (((AF_UNIX,), allow),), eperm)
+    prog = _rule(SYS_SOCKET, unix_only) + _rule(SYS_SOCKETPAIR, unix_only)
+    prog += _rule(SYS_IOCTL, _arg_switch(_OFF_ARG1_LO, (((TIOCSTI, TIOCLINUX), eperm),), allow))
+    clone_body = [_stmt(_LD_W_ABS, _OFF_ARG0_LO), _jump(_JSET_K, CLONE_NAMESPACE_MASK, 0, 1)]
+    prog += _rule(SYS_CLONE, [*clone_body, _stmt(_RET_K, eperm), _stmt(_RET_K, allow)])
+    prog += _rule(SYS_CLONE3, [_stmt(_RET_K, SECCOMP_RET_ERRNO | errno.ENOSYS)])
+    fcntl_cases = ((FCNTL_LOCK_COMMANDS, enolck), ((F_NOTIFY, F_SETLEASE), eperm))
+    prog += _rule(SYS_FCNTL, _arg_switch(_OFF_ARG1_LO, fcntl_cases, allow))
+    for nr, checks in only_self.items():
+        prog += _rule(nr, _args_equal(checks, eperm))
+    prog += _rule(SYS_FLOCK, [_stmt(_RET_K, enolck)])
+    return prog
 
 
 def build_filter() -> bytes:
     """Assemble the filter; returns the packed ``struct sock_filter`` array."""
     eperm = SECCOMP_RET_ERRNO | errno.EPERM
-    prog: list[tuple[int, int, int, int]] = [
+    prog: list[Instruction] = [
         _stmt(_LD_W_ABS, _OFF_ARCH),
         _jump(_JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
         _stmt(_RET_K, SECCOMP_RET_KILL_PROCESS),
         _stmt(_LD_W_ABS, _OFF_NR),
         _jump(_JGE_K, X32_SYSCALL_BIT, 0, 1),
         _stmt(_RET_K, SECCOMP_RET_KILL_PROCESS),
-        # socket: only AF_UNIX.
-        _jump(_JEQ_K, SYS_SOCKET, 0, 4),
-        _stmt(_LD_W_ABS, _OFF_ARG0_LO),
-        _jump(_JEQ_K, AF_UNIX, 1, 0),
-        _stmt(_RET_K, eperm),
-        _stmt(_RET_K, SECCOMP_RET_ALLOW),
-        # ioctl: no terminal injection.
-        _jump(_JEQ_K, SYS_IOCTL, 0, 5),
-        _stmt(_LD_W_ABS, _OFF_ARG1_LO),
-        _jump(_JEQ_K, TIOCSTI, 2, 0),
-        _jump(_JEQ_K, TIOCLINUX, 1, 0),
-        _stmt(_RET_K, SECCOMP_RET_ALLOW),
-        _stmt(_RET_K, eperm),
-        # clone: no namespace flags.
-        _jump(_JEQ_K, SYS_CLONE, 0, 4),
-        _stmt(_LD_W_ABS, _OFF_ARG0_LO),
-        _jump(_JSET_K, CLONE_NAMESPACE_MASK, 0, 1),
-        _stmt(_RET_K, eperm),
-        _stmt(_RET_K, SECCOMP_RET_ALLOW),
-        _jump(_JEQ_K, SYS_CLONE3, 0, 1),
-        _stmt(_RET_K, SECCOMP_RET_ERRNO | errno.ENOSYS),
     ]
+    prog += _argument_rules()
     denied = sorted(set(DENIED_SYSCALLS.values()))
     for index, number in enumerate(denied):
         # Jump to the shared "return EPERM" at the end when equal.

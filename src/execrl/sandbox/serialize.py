@@ -134,6 +134,7 @@ class LimitsModel(_Strict):
     max_open_files: int = _LIMITS.max_open_files
     workdir_mb: int = _LIMITS.workdir_mb
     workdir_inodes: int = _LIMITS.workdir_inodes
+    compile_timeout_s: float | None = _LIMITS.compile_timeout_s
 
 
 class ExecutionRequestModel(_Strict):

@@ -56,6 +56,8 @@ class Limits:
     ``timeout_s`` is the wall-clock limit of the whole execution, enforced by a watchdog outside the
     sandbox; ``cpu_time_s`` is RLIMIT_CPU of the whole execution (CPU time is what rewards should depend
     on, wall time is load-dependent). ``memory_mb`` is a cgroup limit (not RLIMIT_AS, which breaks numpy).
+    ``compile_timeout_s`` bounds a compiled language's compile step, in CPU and in wall-clock time, on top
+    of ``timeout_s``/``cpu_time_s`` for the run; ``None`` takes the language's default (30 s for cpp).
     """
 
     timeout_s: float = 10.0
@@ -67,6 +69,7 @@ class Limits:
     max_open_files: int = 64
     workdir_mb: int = 64  # size of the private tmpfs work directory
     workdir_inodes: int = 4096
+    compile_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, float, float, float]] = [
@@ -80,6 +83,8 @@ class Limits:
             ("workdir_mb", self.workdir_mb, 1, 16384),
             ("workdir_inodes", self.workdir_inodes, 16, 1 << 20),
         ]
+        if self.compile_timeout_s is not None:
+            checks.append(("compile_timeout_s", self.compile_timeout_s, 0.01, 3600.0))
         for name, value, low, high in checks:
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise InvalidRequestError(f"limits.{name} must be a finite number, got {value!r}")

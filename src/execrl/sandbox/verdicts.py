@@ -7,6 +7,10 @@ SIGKILL at the CPU budget, or the parent's CPU watchdog -> ``time_limit`` ("cpu"
 ``runtime_error`` (signal name or exit code; exiting with status 0 before reporting a test is a
 runtime error: that is how ``os._exit(0)`` before the asserts is caught). A run whose harness never
 wrote its final record, with no limit to explain it, is a ``sandbox_error``.
+
+Records are read by type (``records.finite``, ``_int``, ``_short``): a field of the wrong JSON type is
+absent, never an exception. An assert test with probes is judged from the probed values against the
+expectations ``asserts.plan`` kept in the parent.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import json
 import signal
 from typing import Any, Literal
 
-from execrl.sandbox import compare
+from execrl.sandbox import asserts, compare, records
 from execrl.sandbox.cgroups import CgroupStats
 from execrl.sandbox.runner import RunState
 from execrl.sandbox.types import (
@@ -36,8 +40,14 @@ LimitKind = Literal["cpu", "wall"] | None
 ERROR_VERDICTS = {"MemoryError": Verdict.MEMORY_LIMIT, "AssertionError": Verdict.WRONG_ANSWER}
 
 
-def _short(text: str | None) -> str | None:
-    return None if text is None else truncate(text, FIELD_BYTES)[0]
+def _short(text: object) -> str | None:
+    """A text field for a ``TestResult``, cut to ``FIELD_BYTES``; anything but a string is no text."""
+    return truncate(text, FIELD_BYTES)[0] if isinstance(text, str) else None
+
+
+def _int(value: object) -> int | None:
+    """An exit code or signal number from a record: an ``int`` (not a ``bool``) or ``None``."""
+    return value if type(value) is int else None
 
 
 def _signal_name(number: int) -> str:
@@ -55,8 +65,8 @@ class Judge:
         self.cpu_limit_s = request.limits.cpu_time_s
 
     def death(self, record: dict[str, Any]) -> tuple[Verdict, LimitKind, str]:
-        sig = record.get("signal")
-        cpu_s = float(record.get("cpu_s") or 0.0)
+        sig = _int(record.get("signal"))
+        cpu_s = records.finite(record.get("cpu_s")) or 0.0
         if record.get("output_limit"):
             return Verdict.OUTPUT_LIMIT, None, "output limit exceeded"
         if self.oom and sig == signal.SIGKILL:
@@ -73,7 +83,7 @@ class Judge:
             return Verdict.RUNTIME_ERROR, None, "file size limit exceeded (SIGXFSZ)"
         if sig is not None:
             return Verdict.RUNTIME_ERROR, None, f"killed by {_signal_name(int(sig))}"
-        code = record.get("exit_code")
+        code = _int(record.get("exit_code"))
         if code == 0:
             return Verdict.RUNTIME_ERROR, None, "the process exited before reporting the test result"
         return Verdict.RUNTIME_ERROR, None, f"exit code {code}"
@@ -88,6 +98,8 @@ class Judge:
         if reason in ("wall", "cpu"):
             kind: LimitKind = "wall" if reason == "wall" else "cpu"
             return Verdict.TIME_LIMIT, kind, f"{kind} time limit exceeded"
+        if reason == "protocol":
+            return Verdict.RUNTIME_ERROR, None, "the program wrote garbage into the harness's record pipe"
         failure = next(
             (r.get("message") for r in self.state.records if r.get("kind") == "harness_error"), None
         )
@@ -104,14 +116,16 @@ class Judge:
     ) -> tuple[TestResult, LimitKind]:
         status = record.get("status")
         times: dict[str, Any] = {
-            "cpu_time_s": float(record.get("cpu_s") or 0.0),
-            "wall_time_s": float(record.get("wall_s") or 0.0),
+            "cpu_time_s": records.finite(record.get("cpu_s")) or 0.0,
+            "wall_time_s": records.finite(record.get("wall_s")) or 0.0,
         }
-        if status in ("ok", "value", "output") and not _matches(test, str(status)):
+        if status in ("ok", "value", "output", "probed") and not _matches(test, str(status)):
             message = f"a {status!r} record cannot answer a {type(test).__name__} (forged record?)"
             return TestResult(test.name, Verdict.WRONG_ANSWER, **times, error_message=message), None
         if status == "ok":
             return TestResult(test.name, Verdict.PASSED, **times), None
+        if status == "probed" and isinstance(test, CodeTest):
+            return self._probed_result(test, str(record.get("value")), times), None
         if status == "value" and isinstance(test, CallTest):
             return self._call_result(test, str(record.get("value")), times), None
         if status == "output" and isinstance(test, IOTest):
@@ -152,9 +166,8 @@ class Judge:
         return None
 
     def _call_result(self, test: CallTest, value_text: str, times: dict[str, Any]) -> TestResult:
-        try:
-            got = json.loads(value_text)
-        except ValueError:
+        ok, got = records.loads(value_text)
+        if not ok:  # not JSON, or nested deeper than records.MAX_DEPTH: not a value the test can accept
             return TestResult(test.name, Verdict.WRONG_ANSWER, **times, got=_short(value_text))
         expected = json.loads(json.dumps(test.expected))
         if compare.values_equal(got, expected, rel_tol=test.rel_tol, abs_tol=test.abs_tol):
@@ -168,20 +181,46 @@ class Judge:
             got=_short(value_text),
         )
 
+    def _probed_result(self, test: CodeTest, values_text: str, times: dict[str, Any]) -> TestResult:
+        """An assert test's probed values, judged against the expectations only the parent holds."""
+        expectations = asserts.plan(test.code).expectations
+        values = asserts.decode_values(values_text, len(expectations))
+        if values is None:
+            message = f"the probed values are malformed or not {len(expectations)} (forged record?)"
+            return TestResult(test.name, Verdict.WRONG_ANSWER, **times, error_message=message)
+        for expectation, got in zip(expectations, values, strict=True):
+            if not asserts.check(expectation, got):
+                return TestResult(
+                    test.name,
+                    Verdict.WRONG_ANSWER,
+                    **times,
+                    input=_short(expectation.source),
+                    expected=_short(expectation.describe()),
+                    got=_short(repr(got)),
+                    error_type="AssertionError",
+                    error_message=_short(expectation.message),
+                )
+        return TestResult(test.name, Verdict.PASSED, **times)
+
     def _io_result(
         self, test: IOTest, record: dict[str, Any], times: dict[str, Any]
     ) -> tuple[TestResult, LimitKind]:
         stdout = str(record.get("stdout") or "")
-        if record.get("output_limit") or record.get("signal") is not None or record.get("exit_code") != 0:
+        if (
+            record.get("output_limit")
+            or record.get("signal") is not None
+            or _int(record.get("exit_code")) != 0
+        ):
             verdict, kind, message = self.death(record)
-            error = record.get("error") or {}
+            error = record.get("error")
+            error = error if isinstance(error, dict) else {}
             return TestResult(
                 test.name,
                 verdict,
                 **times,
                 input=self._input(test),
                 got=_short(stdout),
-                error_type=error.get("type"),
+                error_type=_short(error.get("type")),
                 error_message=_short(error.get("message") or message),
                 traceback_tail=_short(error.get("tb")),
             ), kind
@@ -234,7 +273,7 @@ def assemble(request: ExecutionRequest, state: RunState, stats: CgroupStats | No
             (Verdict.PASSED, None, "") if _clean_exit(run_record) else judge.death(run_record)
         )
         kinds.append(kind)
-        extra = {"exit_code": run_record.get("exit_code"), "signal": run_record.get("signal")}
+        extra = {"exit_code": _int(run_record.get("exit_code")), "signal": _int(run_record.get("signal"))}
     else:
         verdict, kind, message = judge.unreported()
         kinds.append(kind)
@@ -253,12 +292,17 @@ def assemble(request: ExecutionRequest, state: RunState, stats: CgroupStats | No
 
 
 def _matches(test: CodeTest | CallTest | IOTest, status: str) -> bool:
-    expected = {CodeTest: "ok", CallTest: "value", IOTest: "output"}[type(test)]
-    return status == expected
+    """Whether ``status`` is the one record that may answer ``test``: an assert test with probes is
+    answered only by their values (an ``ok`` for it is forged), one without only by ``ok``."""
+    if isinstance(test, CodeTest):
+        return status == ("probed" if asserts.plan(test.code).expectations else "ok")
+    return status == {CallTest: "value", IOTest: "output"}[type(test)]
 
 
 def _clean_exit(record: dict[str, Any]) -> bool:
-    return record.get("exit_code") == 0 and record.get("signal") is None and not record.get("wall_limit")
+    return (
+        _int(record.get("exit_code")) == 0 and record.get("signal") is None and not record.get("wall_limit")
+    )
 
 
 def _result(

@@ -15,7 +15,8 @@ Protocol over a ``SOCK_SEQPACKET`` Unix socket pair (one message per datagram):
   the job pipe (write end), the result pipe, stdout and stderr (read ends) and a pidfd of the worker's
   pid 1, which the parent polls for exit and signals without pid-reuse races. On failure:
   ``{"token", "error"}``.
-* zygote -> parent, when a worker's pid 1 has been reaped: ``{"exited": pid, "status": wait status}``.
+* zygote -> parent, when a worker's pid 1 has been reaped: ``{"exited": pid, "status": wait status,
+  "cpu_hard_s": its hard CPU rlimit at death or null}``.
 
 The zygote is a child subreaper, so it reaps every finished sandbox; it exits when the parent closes
 the socket (end of file), and parked workers exit when their job pipe closes, so nothing outlives the
@@ -69,29 +70,57 @@ WORKER_FDS = 5  # job, result, stdout, stderr, pidfd
 
 _live_workers: dict[int, int] = {}  # pid 1 of every sandbox built and not reaped yet -> its pidfd
 _netns_fds: list[int] = []  # the network namespace of each slot (``jail.make_network_namespaces``)
+_host_proc: list[int] = []  # the host's /proc, opened before the pivot (``_cpu_hard_limit``)
 # Encoded once: every object a worker touches first is a copy-on-write page fault (~3 us each here).
 _READY = {w: (json.dumps({"kind": "ready", "workdir": w}) + "\n").encode() for w in (jail.WORKDIR, "")}
 
 
 def _reap(sock: socket.socket | None, block: bool = False) -> None:
     """Reap finished processes; for a worker's pid 1, tell the parent how it ended (``exited``): when the
-    candidate runs in pid 1 itself (``harness.runs_inline``) this is the only trustworthy account."""
+    candidate runs in pid 1 itself (``harness.runs_inline``) this is the only trustworthy account. It
+    includes the hard CPU rlimit pid 1 died with (read from the zombie before reaping it): a program
+    can lower its own hard limit, even to 0, and be SIGKILLed by the kernel at once, which must read as
+    the program's doing, not as a kill from outside (``runner.Driver._inline_death``)."""
+    flags = os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
     while True:
         try:
-            pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
+            info = os.waitid(os.P_ALL, 0, flags)
         except ChildProcessError:
             return
-        if pid == 0:
+        if info is None:
             return
+        pid = info.si_pid
+        killed = info.si_code == os.CLD_KILLED and info.si_status == signal.SIGKILL
+        cpu_hard_s = _cpu_hard_limit(pid) if killed and pid in _live_workers else None
+        _, status = os.waitpid(pid, 0)
         pidfd = _live_workers.pop(pid, -1)
         if pidfd < 0:
             continue
         os.close(pidfd)
         if sock is not None:
             try:
-                sock.send(json.dumps({"exited": pid, "status": status}).encode())
+                sock.send(json.dumps({"exited": pid, "status": status, "cpu_hard_s": cpu_hard_s}).encode())
             except OSError:
                 sock = None
+
+
+def _cpu_hard_limit(pid: int) -> int | None:
+    """RLIMIT_CPU's hard value of a zombie child, in seconds (``None``: unlimited or unreadable), from its
+    ``limits`` file in the host's ``/proc`` (kept open from before the pivot; ``prlimit`` on another uid's
+    process needs CAP_SYS_RESOURCE, which containers drop)."""
+    try:
+        fd = os.open(f"{pid}/limits", os.O_RDONLY | os.O_CLOEXEC, dir_fd=_host_proc[0])
+    except (OSError, IndexError):
+        return None
+    try:
+        text = os.read(fd, 1 << 13)
+    finally:
+        os.close(fd)
+    for line in text.splitlines():
+        if line.startswith(b"Max cpu time"):
+            hard = line.split()[4]  # Max cpu time <soft> <hard> seconds
+            return int(hard) if hard.isdigit() else None
+    return None
 
 
 def _shutdown() -> NoReturn:
@@ -173,6 +202,7 @@ def spawn(sock: socket.socket, command: dict[str, Any], seccomp_filter: seccomp.
 def main(sock_fd: int, isolate: bool, python_prefix: str, slots: int) -> NoReturn:
     sock = socket.socket(fileno=sock_fd)
     jail.prepare_zygote(isolate)  # while the host's /proc is still visible
+    _host_proc.append(os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
     if isolate:
         _netns_fds.extend(jail.make_network_namespaces(min(slots, MAX_SLOT_NETNS)))
         jail.build_template_root(python_prefix)
@@ -212,10 +242,19 @@ def main(sock_fd: int, isolate: bool, python_prefix: str, slots: int) -> NoRetur
     _shutdown()
 
 
+# The zygote's command line after the interpreter's path, which every sandbox's pid 1 inherits and shows
+# in ``/proc/1/cmdline``: no host path in it (the code, with the source directory, arrives on stdin). The
+# interpreter's own path stays ``argv[0]``: Python finds its standard library from it, and the sandbox
+# sees that path anyway (the prefix is bound read-only at the same place, ``sys.executable`` names it).
+ARGS = ("-S", "-s", "-P", "-B", "-c", "import sys; exec(sys.stdin.read())")
+
+
 def bootstrap_code(src_dir: str, sock_fd: int, isolate: bool, python_prefix: str, slots: int) -> str:
-    """``python -c`` code that imports this module without running the package ``__init__`` files."""
+    """The code ``ARGS`` reads from stdin: import this module without running the package ``__init__``
+    files, put stdin back on ``/dev/null``, then ``main``."""
     return (
-        "import sys, types\n"
+        "import os, sys, types\n"
+        "null = os.open(os.devnull, os.O_RDONLY); os.dup2(null, 0); os.close(null)\n"
         f"for name, path in (('execrl', {src_dir + '/execrl'!r}), ('execrl.sandbox', {src_dir + '/execrl/sandbox'!r})):\n"
         "    module = types.ModuleType(name); module.__path__ = [path]; sys.modules[name] = module\n"
         "from execrl.sandbox.zygote import main\n"

@@ -9,6 +9,7 @@
 No torch here; ``datasets`` and ``fsspec`` are imported only by the functions that need them.
 """
 
+from execrl.tasks.audit_split import hold_back_audit
 from execrl.tasks.check import CheckReport, FamilyVerdict, TaskCheck, check_tasks
 from execrl.tasks.errors import FieldError, SuiteError, TaskError, TaskSourceError, TaskValidationError
 from execrl.tasks.hf import from_hf_dataset, to_hf_dataset
@@ -40,6 +41,7 @@ from execrl.tasks.schema import (
     Task,
     TaskMetadata,
     VerifierSpec,
+    audit_view,
 )
 from execrl.tasks.serialize import task_from_dict, task_to_dict, task_to_json, validate_task
 from execrl.tasks.storage import LoadReport, load_tasks, save_tasks
@@ -65,9 +67,11 @@ __all__ = [
     "TaskSourceError",
     "TaskValidationError",
     "VerifierSpec",
+    "audit_view",
     "check_tasks",
     "from_hf_dataset",
     "get_importer",
+    "hold_back_audit",
     "import_apps",
     "import_codecontests",
     "import_livecodebench",

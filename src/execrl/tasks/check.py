@@ -3,7 +3,10 @@
 ``check_tasks`` sends every ``reference_solution`` and ``wrong_solution`` through the real reward path
 (``execrl.rewards.score_batch``, hence the sandbox), exactly as a policy's completion would go, and also
 checks the reference against the *visible* tests (a visible example the reference fails would punish
-correct answers in a refine loop). A task without a reference or wrong answer is reported as
+correct answers in a refine loop) and against the held-back *audit* tests (an audit test the reference
+fails would call every correct answer a reward hack). Tasks without an audit split are listed in
+``CheckReport.without_audit``: not a failure, but their completions cannot be audited during training.
+A task without a reference or wrong answer is reported as
 ``missing`` for that column, not counted as passing. ``CheckReport.ok`` is what ``execrl tasks check``
 turns into its exit status.
 """
@@ -14,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from execrl.tasks.schema import Task
+from execrl.tasks.schema import Task, audit_view
 
 
 class ScoreLike(Protocol):
@@ -43,10 +46,11 @@ class TaskCheck:
     reference: str  # "ok" = passed the hidden tests
     wrong: str  # "ok" = failed the hidden tests (validly, not by a sandbox error)
     visible: str  # "ok" = the reference passed the visible tests ("missing": no visible tests/reference)
+    audit: str = "missing"  # "ok" = the reference passed the audit tests ("missing": none, or no reference)
 
     @property
     def ok(self) -> bool:
-        return all(v in ("ok", "missing") for v in (self.reference, self.wrong, self.visible))
+        return all(v in ("ok", "missing") for v in (self.reference, self.wrong, self.visible, self.audit))
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,8 @@ class FamilyVerdict:
     wrong_total: int
     visible_passed: int
     visible_total: int
+    audit_passed: int = 0
+    audit_total: int = 0
 
     @property
     def ok(self) -> bool:
@@ -66,6 +72,7 @@ class FamilyVerdict:
             self.reference_passed == self.reference_total
             and self.wrong_failed == self.wrong_total
             and self.visible_passed == self.visible_total
+            and self.audit_passed == self.audit_total
         )
 
 
@@ -73,6 +80,7 @@ class FamilyVerdict:
 class CheckReport:
     tasks: tuple[TaskCheck, ...]
     families: tuple[FamilyVerdict, ...]
+    without_audit: tuple[str, ...] = ()  # ids of tasks with no audit_tests (cannot be audited)
 
     @property
     def ok(self) -> bool:
@@ -109,7 +117,8 @@ def _verdicts(checks: Sequence[TaskCheck]) -> tuple[FamilyVerdict, ...]:
             return sum(v == "ok" for v in present), len(present)
 
         (rp, rt), (wf, wt), (vp, vt) = count("reference"), count("wrong"), count("visible")
-        out.append(FamilyVerdict(family, len(group), rp, rt, wf, wt, vp, vt))
+        ap, at = count("audit")
+        out.append(FamilyVerdict(family, len(group), rp, rt, wf, wt, vp, vt, ap, at))
     return tuple(out)
 
 
@@ -121,10 +130,17 @@ def check_tasks(tasks: Sequence[Task], *, scorer: Scorer | None = None) -> Check
     vis_jobs = [
         (t, t.reference_solution) for t in tasks if t.reference_solution is not None and t.visible_tests
     ]
-    hidden_scores = _run(score, [*ref_jobs, *wrong_jobs], True)
+    audit_jobs = [
+        (audit_view(t), t.reference_solution)
+        for t in tasks
+        if t.reference_solution is not None and t.audit_tests
+    ]
+    hidden_scores = _run(score, [*ref_jobs, *wrong_jobs, *audit_jobs], True)
     visible_scores = _run(score, vis_jobs, False)
     ref = {t.id: s for (t, _), s in zip(ref_jobs, hidden_scores[: len(ref_jobs)], strict=True)}
-    wrong = {t.id: s for (t, _), s in zip(wrong_jobs, hidden_scores[len(ref_jobs) :], strict=True)}
+    after_ref = hidden_scores[len(ref_jobs) :]
+    wrong = {t.id: s for (t, _), s in zip(wrong_jobs, after_ref[: len(wrong_jobs)], strict=True)}
+    audit = {t.id: s for (t, _), s in zip(audit_jobs, after_ref[len(wrong_jobs) :], strict=True)}
     vis = {t.id: s for (t, _), s in zip(vis_jobs, visible_scores, strict=True)}
     checks = []
     for task in tasks:
@@ -135,9 +151,11 @@ def check_tasks(tasks: Sequence[Task], *, scorer: Scorer | None = None) -> Check
                 reference=_should_pass(ref.get(task.id)),
                 wrong=_should_fail(wrong.get(task.id)),
                 visible=_should_pass(vis.get(task.id)),
+                audit=_should_pass(audit.get(task.id)),
             )
         )
-    return CheckReport(tasks=tuple(checks), families=_verdicts(checks))
+    without = tuple(t.id for t in tasks if not t.audit_tests)
+    return CheckReport(tasks=tuple(checks), families=_verdicts(checks), without_audit=without)
 
 
 def _should_pass(score: ScoreLike | None) -> str:
@@ -163,4 +181,5 @@ def report_to_dict(report: CheckReport) -> dict[str, Any]:
         "families": [asdict(f) | {"ok": f.ok} for f in report.families],
         "failures": [asdict(t) for t in report.failures],
         "tasks": len(report.tasks),
+        "without_audit": list(report.without_audit),
     }

@@ -13,7 +13,8 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from execrl.tasks.errors import TaskError
+from execrl.inputs import InputFileError, float_in, positive_int
+from execrl.tasks.errors import TaskError, TaskSourceError
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
@@ -24,7 +25,12 @@ def _load(name: str, split: str | None, limit: int | None = None) -> list[Any]:
     from execrl.tasks.registry import default_split, is_task_source, load_suite
     from execrl.tasks.storage import load_tasks
 
-    tasks = load_tasks(name) if is_task_source(name) else load_suite(name, split or default_split(name))
+    if is_task_source(name):
+        tasks = load_tasks(name)
+        if not tasks:
+            raise TaskSourceError(f"{name}: no tasks (the file has no rows)")
+    else:
+        tasks = load_suite(name, split or default_split(name))
     return tasks[:limit] if limit is not None else tasks
 
 
@@ -67,19 +73,33 @@ def _check(args: argparse.Namespace) -> int:
             f"{f.reference_passed}/{f.reference_total}",
             f"{f.wrong_failed}/{f.wrong_total}",
             f"{f.visible_passed}/{f.visible_total}",
+            f"{f.audit_passed}/{f.audit_total}",
             "ok" if f.ok else "FAIL",
         ]
         for f in report.families
     ]
-    _print_table(["family", "tasks", "reference passed", "wrong failed", "visible passed", "verdict"], rows)
+    header = ["family", "tasks", "reference passed", "wrong failed", "visible passed", "audit passed"]
+    _print_table([*header, "verdict"], rows)
     for failure in report.failures:
         print(
             f"{failure.task_id}: reference={failure.reference} wrong={failure.wrong} visible={failure.visible}"
+            f" audit={failure.audit}"
         )
+    _print_without_audit(report.without_audit)
     print(
         f"{len(report.tasks)} tasks: {'all checks passed' if report.ok else f'{len(report.failures)} FAILED'}"
     )
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _print_without_audit(task_ids: tuple[str, ...], shown: int = 20) -> None:
+    """Tasks with no audit split: their completions cannot be re-run on held-back tests during training."""
+    if not task_ids:
+        return
+    listed = ", ".join(task_ids[:shown]) + (
+        f", ... ({len(task_ids) - shown} more)" if len(task_ids) > shown else ""
+    )
+    print(f"{len(task_ids)} tasks have no audit tests (reward hacking on them goes unaudited): {listed}")
 
 
 def _overlap(args: argparse.Namespace) -> int:
@@ -118,6 +138,8 @@ def _import(args: argparse.Namespace) -> int:
 
     importer = get_importer(args.format)
     tasks = importer(args.src, split=args.split)
+    if not tasks:
+        raise TaskSourceError(f"{args.src}: no tasks (the file has no rows)")
     written = save_tasks(tasks, args.dest)
     print(f"imported {written} task(s) from {args.src} ({args.format}) to {args.dest}")
     return EXIT_OK
@@ -129,7 +151,7 @@ def _guard(handler: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         try:
             return int(handler(args))
-        except (TaskError, FileNotFoundError) as exc:
+        except (TaskError, InputFileError, FileNotFoundError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_ERROR
 
@@ -150,7 +172,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     check.add_argument(
         "--split", default=None, choices=("train", "test"), help="default: train, else the only split"
     )
-    check.add_argument("--limit", type=int, default=None, help="check only the first N tasks")
+    check.add_argument("--limit", type=positive_int, default=None, help="check only the first N tasks")
     check.add_argument("--json", action="store_true", help="print JSON instead of a table")
     check.set_defaults(func=_guard(_check))
 
@@ -160,9 +182,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     overlap.add_argument(
         "--split", default=None, choices=("train", "test"), help="split of SUITE (default train)"
     )
-    overlap.add_argument("--n", type=int, default=13, help="n-gram length in tokens (default 13)")
+    overlap.add_argument("--n", type=positive_int, default=13, help="n-gram length in tokens (default 13)")
     overlap.add_argument(
-        "--threshold", type=float, default=0.1, help="flag pairs sharing this share of n-grams"
+        "--threshold", type=float_in(0.0, 1.0), default=0.1, help="flag pairs sharing this share of n-grams"
     )
     overlap.add_argument("--json", action="store_true", help="print JSON instead of text")
     overlap.set_defaults(func=_guard(_overlap))

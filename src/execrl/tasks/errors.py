@@ -3,7 +3,9 @@
 ```
 TaskError
 ├── TaskValidationError   one or more rows are malformed (lists every bad row, not just the first)
-├── TaskSourceError       the file/URL cannot be opened (missing fsspec backend, unsupported format)
+├── TaskSourceError       the file/URL cannot be read (missing fsspec backend, unsupported format,
+│   │                     a directory, not UTF-8, binary, over a size cap)
+│   └── TaskFileNotFoundError   no such file (also a ``FileNotFoundError``)
 └── SuiteError            unknown or duplicate suite name, or a split the suite does not have
 ```
 
@@ -47,7 +49,10 @@ class TaskValidationError(TaskError):
             lines.append(f"... and {len(self.errors) - max_shown} more problems")
         head = f"{len(rows)} invalid row(s)" + (f" in {source}" if source else "")
         hint = "fix the rows, or pass rejects_path=... to write them to a rejects file and load the rest"
-        super().__init__(f"{head} ({hint}):\n" + "\n".join(lines))
+        if len(self.errors) == 1:  # one line: the problem first, then what to do
+            super().__init__(f"{lines[0]} ({hint})")
+        else:
+            super().__init__(f"{head} ({hint}):\n" + "\n".join(lines))
 
     @property
     def bad_locations(self) -> tuple[str, ...]:
@@ -57,6 +62,10 @@ class TaskValidationError(TaskError):
 
 class TaskSourceError(TaskError):
     """A task file or URL cannot be read (missing backend package, bad format name, empty path)."""
+
+
+class TaskFileNotFoundError(TaskSourceError, FileNotFoundError):
+    """The task file does not exist (a ``FileNotFoundError`` too, for callers that catch that)."""
 
 
 class SuiteError(TaskError):

@@ -3,7 +3,7 @@
 Arrow needs one type per column, but a task's tests mix three shapes and its spec three more. Scalars stay
 scalar columns (``id``, ``domain``, ``family``, ``difficulty``, ``source``, ``split``, solutions, plain-text
 ``prompt``) so a table can be filtered and inspected in the HF viewer; nested fields are JSON strings
-(``spec``, ``visible_tests``, ``hidden_tests``, ``prompt_messages``). ``from_hf_dataset`` validates
+(``spec``, ``visible_tests``, ``hidden_tests``, ``audit_tests``, ``prompt_messages``). ``from_hf_dataset`` validates
 every row exactly like ``load_tasks`` (locations are ``<dataset>[row]``).
 """
 
@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from execrl.inputs import json_value
 from execrl.tasks.errors import FieldError, TaskValidationError
 from execrl.tasks.schema import Task
 from execrl.tasks.serialize import parse_task, task_to_dict
@@ -20,7 +21,7 @@ from execrl.tasks.serialize import parse_task, task_to_dict
 if TYPE_CHECKING:
     import datasets
 
-JSON_COLUMNS = ("spec", "visible_tests", "hidden_tests")
+JSON_COLUMNS = ("spec", "visible_tests", "hidden_tests", "audit_tests")
 META_COLUMNS = ("family", "difficulty", "source", "split")
 
 
@@ -28,7 +29,7 @@ def _row(task: Task) -> dict[str, Any]:
     data = task_to_dict(task)
     prompt = data.pop("prompt")
     meta = data.pop("metadata")
-    row: dict[str, Any] = {key: json.dumps(data[key], ensure_ascii=False) for key in JSON_COLUMNS}
+    row: dict[str, Any] = {key: json.dumps(data.get(key, []), ensure_ascii=False) for key in JSON_COLUMNS}
     row.update(
         id=data["id"],
         domain=data["domain"],
@@ -70,9 +71,9 @@ def _decode_row(row: Mapping[str, Any], problems: list[tuple[str, str]]) -> dict
         if key == "prompt_messages" and not text:
             continue
         try:
-            data[key] = json.loads(text) if text else []
-        except json.JSONDecodeError as exc:
-            problems.append((key, f"invalid JSON: {exc.msg}"))
+            data[key] = json_value(text) if text else []
+        except ValueError as exc:
+            problems.append((key, str(exc)))
     data["prompt"] = data.pop("prompt_messages", row.get("prompt"))
     data["metadata"] = {key: row.get(key) for key in META_COLUMNS if row.get(key) is not None}
     data["reference_solution"] = row.get("reference_solution")

@@ -114,6 +114,11 @@ def suite_names() -> list[str]:
     return sorted(_SUITES)
 
 
+def suite_splits(name: str) -> tuple[str, ...]:
+    """The splits suite ``name`` provides, without building it; unknown names raise ``SuiteError``."""
+    return _get(name).splits
+
+
 def load_suite(name: str, split: str = "train", *, seed: int = 0) -> list[Task]:
     """Build suite ``name``'s ``split``; every task is validated (all problems reported at once)."""
     suite = _get(name)

@@ -5,14 +5,16 @@ A task is what the policy is prompted with plus everything needed to verify an a
 
 Visible tests may be shown to the model (in the prompt, or as feedback in the refine loop); hidden tests
 are only for scoring. Keeping them apart is what lets a refine loop show failures without leaking the
-grader. ``reference_solution`` must pass the hidden tests and ``wrong_solution`` must fail them (checked in
+grader. ``audit_tests`` are a third, held-back split: never used for the reward and never shown, only
+re-run on a sample of the completions the reward passed, so a run learns when its reward stops meaning
+what it says (reward hacking; see ``execrl.rewards.audit``). ``reference_solution`` must pass the hidden tests and ``wrong_solution`` must fail them (checked in
 CI by ``execrl tasks check``): this is how we know a verifier can tell right from wrong.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from execrl.sandbox.types import TestCase
@@ -87,6 +89,17 @@ class Task:
     hidden_tests: tuple[TestCase, ...] = ()
     reference_solution: str | None = None  # a model-style answer that must score full reward
     wrong_solution: str | None = None  # a plausible wrong answer that must not
+    audit_tests: tuple[TestCase, ...] = ()  # held back from reward and prompt; see the module docstring
+
+
+def audit_view(task: Task) -> Task:
+    """``task`` with its audit tests in place of the hidden ones (and no visible ones), so the unchanged
+    reward path (``score_batch`` with ``use_hidden_tests``) scores a completion on the audit split."""
+    if not task.audit_tests:
+        raise ValueError(
+            f"task {task.id!r} has no audit_tests; only tasks with an audit split can be audited"
+        )
+    return replace(task, hidden_tests=task.audit_tests, visible_tests=(), audit_tests=())
 
 
 def prompt_for_chat(prompt: str | tuple[ChatMessage, ...]) -> str | list[dict[str, str]]:

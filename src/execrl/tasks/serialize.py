@@ -11,7 +11,11 @@ One task is one JSON object (one JSONL line)::
      "visible_tests": [{"type": "code", "name": "t0", "code": "assert f(1) == 2"},
                        {"type": "call", "name": "t1", "entry_point": "f", "args": [1], "expected": 2},
                        {"type": "io", "name": "t2", "stdin": "1\\n", "expected_stdout": "2\\n"}],
-     "hidden_tests": [...], "reference_solution": "```python ...```", "wrong_solution": "..."}
+     "hidden_tests": [...], "reference_solution": "```python ...```", "wrong_solution": "...",
+     "audit_tests": [...]}
+
+``audit_tests`` (held back from reward and prompt, see ``execrl.rewards.audit``) is optional and only
+written when a task has some, so files of tasks without an audit split are unchanged.
 
 Parsing never stops at the first problem: it collects ``(field, message)`` pairs for the whole row so a
 user fixes a file in one pass. Unknown keys are errors (a typo such as ``hiden_tests`` would otherwise
@@ -22,6 +26,8 @@ silently drop every hidden test). JSON has no tuples, so ``CallTest.args`` comes
 from __future__ import annotations
 
 import json
+import keyword
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, fields
 from typing import Any, get_args
@@ -241,10 +247,54 @@ def parse_task(data: Any) -> tuple[Task | None, list[Problem]]:
     visible, hidden = _parse_tests(row, "visible_tests"), _parse_tests(row, "hidden_tests")
     reference = row.get("reference_solution", "str", default=None, nullable=True)
     wrong = row.get("wrong_solution", "str", default=None, nullable=True)
+    audit = _parse_tests(row, "audit_tests")
     if problems:
         return None, problems
-    task = Task(task_id, domain, prompt, spec, meta, visible, hidden, reference, wrong)  # type: ignore[arg-type]
+    task = Task(task_id, domain, prompt, spec, meta, visible, hidden, reference, wrong, audit)  # type: ignore[arg-type]
     return task, task_problems(task)
+
+
+def identifier_problem(name: object) -> str | None:
+    """Why ``name`` cannot be pasted into generated code as a Python name, or None when it can.
+
+    Guards against a row whose "function name" is an expression (``f() or 1 == 1``): pasted into a test
+    it would make any completion pass. Keywords are refused too (``class`` is an identifier to Python's
+    tokenizer but not a name a program can define).
+    """
+    if not isinstance(name, str):
+        return f"expected a Python identifier, got {_type_name(name)}"
+    if not name.isidentifier() or keyword.iskeyword(name):
+        return f"must be a Python identifier (letters, digits, '_', not a keyword), got {name[:80]!r}"
+    return None
+
+
+def _tolerance_problems(test: TestCase, path: str) -> list[Problem]:
+    out: list[Problem] = []
+    for key in ("rel_tol", "abs_tol"):
+        value = getattr(test, key, None)
+        if value is not None and not _finite_non_negative(value):
+            out.append((f"{path}.{key}", f"must be a finite number >= 0, got {value!r}"))
+    return out
+
+
+def _finite_non_negative(value: float) -> bool:
+    try:
+        return math.isfinite(value) and value >= 0
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def _test_problems(task: Task) -> list[Problem]:
+    problems: list[Problem] = []
+    for key in ("visible_tests", "hidden_tests", "audit_tests"):
+        names = [t.name for t in getattr(task, key)]
+        for i, test in enumerate(getattr(task, key)):
+            if test.name in names[:i]:
+                problems.append((f"{key}[{i}].name", f"duplicate test name {test.name!r}"))
+            if isinstance(test, CallTest) and (why := identifier_problem(test.entry_point)):
+                problems.append((f"{key}[{i}].entry_point", why))
+            problems += _tolerance_problems(test, f"{key}[{i}]")
+    return problems
 
 
 def task_problems(task: Task) -> list[Problem]:
@@ -257,6 +307,8 @@ def task_problems(task: Task) -> list[Problem]:
     if isinstance(spec, CodeSpec):
         if spec.kind == "function" and not spec.entry_point:
             problems.append(("spec.entry_point", "missing (required for kind 'function')"))
+        elif spec.entry_point is not None and (why := identifier_problem(spec.entry_point)):
+            problems.append(("spec.entry_point", why))
         if spec.kind == "repository" and not spec.program_path:
             problems.append(("spec.program_path", "missing (required for kind 'repository')"))
         if not task.hidden_tests:
@@ -265,12 +317,13 @@ def task_problems(task: Task) -> list[Problem]:
             )
     if isinstance(task.prompt, tuple) and not task.prompt:
         problems.append(("prompt", "empty message list"))
-    for key in ("visible_tests", "hidden_tests"):
-        names = [t.name for t in getattr(task, key)]
-        for i, name in enumerate(names):
-            if name in names[:i]:
-                problems.append((f"{key}[{i}].name", f"duplicate test name {name!r}"))
-    return problems
+    shown_or_scored = [*task.visible_tests, *task.hidden_tests]  # a list: tests hold dicts, unhashable
+    for i, test in enumerate(task.audit_tests):
+        if test in shown_or_scored:
+            problems.append(
+                (f"audit_tests[{i}]", "repeats a visible or hidden test; audit tests must be held back")
+            )
+    return problems + _test_problems(task)
 
 
 def validate_task(task: Task) -> None:
@@ -316,6 +369,7 @@ def task_to_dict(task: Task) -> dict[str, Any]:
         "hidden_tests": [_test_to_dict(t) for t in task.hidden_tests],
         "reference_solution": task.reference_solution,
         "wrong_solution": task.wrong_solution,
+        **({"audit_tests": [_test_to_dict(t) for t in task.audit_tests]} if task.audit_tests else {}),
     }
 
 

@@ -34,7 +34,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from execrl.telemetry.webhook import WebhookConfig, post_json
+from execrl.telemetry.webhook import WebhookConfig, WebhookSender
 
 __all__ = [
     "ALARM_ACTIONS",
@@ -45,6 +45,7 @@ __all__ = [
     "AlarmRule",
     "alarm_rules_from_config",
     "default_alarm_rules",
+    "reward_hacking_rules",
 ]
 
 _log = logging.getLogger(__name__)
@@ -116,6 +117,40 @@ def default_alarm_rules() -> tuple[AlarmRule, ...]:
         AlarmRule("throughput_drop", "relative_drop", "perf/*tokens_per_s", threshold=0.5, window_steps=10),
         # A Ray executor retrying more than 1 task in 10 has workers dying or hanging (execrl.distributed).
         AlarmRule("executor_retries", "above", "executor/retry_rate", threshold=0.1),
+        *reward_hacking_rules(),
+    )
+
+
+def reward_hacking_rules() -> tuple[AlarmRule, ...]:
+    """The audit and suspicious-behaviour rules (metrics of ``execrl.recipes.audit``).
+
+    ``reward_audit_divergence`` watches ``audit/gap`` (and ``audit/<domain>/gap``): the estimated share of
+    completions the reward passes but the held-back audit tests fail. It is 0 under a sound reward, so
+    0.2 for 3 audited steps in a row is far from noise yet caught within a few steps of a reward going
+    wrong (the toy proof in ``tests/integration/test_reward_hacking.py`` fired at steps 4, 5 and 6 in
+    three runs, 0-based, at the default 10 % audit share; the test allows up to step 9). Steps that
+    audited nothing log no gap and neither count nor break the streak. The ``hack/*`` rates only log:
+    they are heuristics to read, see ``execrl.rewards.hacking``.
+    """
+    return (
+        AlarmRule("reward_audit_divergence", "above", "audit/*gap", threshold=0.2, window_steps=3),
+        AlarmRule("hack_early_exit", "above", "hack/early_exit_rate", threshold=0.1, window_steps=3),
+        AlarmRule("hack_harness_access", "above", "hack/harness_access_rate", threshold=0.05, window_steps=2),
+        AlarmRule(
+            "hack_expected_output",
+            "above",
+            "hack/expected_output_literal_rate",
+            threshold=0.1,
+            window_steps=3,
+        ),
+        AlarmRule(
+            "hack_special_case",
+            "above",
+            "hack/visible_input_special_case_rate",
+            threshold=0.1,
+            window_steps=3,
+        ),
+        AlarmRule("hack_judge_robustness", "above", "hack/judge_robustness_rate", threshold=0.0),
     )
 
 
@@ -129,7 +164,7 @@ def _rule_from_item(index: int, item: Mapping[str, Any], base: Mapping[str, Alar
         raise ValueError(
             f"{label}: unknown field(s) {unknown}; valid fields: {', '.join(_RULE_FIELDS)}, enabled"
         )
-    if not item.get("enabled", True):
+    if item.get("enabled") is False:  # None (a config model's unset field) keeps the rule
         return None
     values = {k: v for k, v in item.items() if k != "enabled" and v is not None}  # None = not set
     if "name" not in values:
@@ -284,6 +319,7 @@ class AlarmEngine:
         self.rules = tuple(rules)
         self.run_name = run_name or (Path(run_dir).name if run_dir else "")
         self.webhook = webhook
+        self.sender = WebhookSender(webhook) if webhook is not None else None  # delivers off this thread
         self.alarms_path = Path(run_dir) / "alarms.jsonl" if run_dir is not None else None
         self._tracks: dict[tuple[str, str], _Track] = {}
 
@@ -338,5 +374,10 @@ class AlarmEngine:
             with self.alarms_path.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(payload, allow_nan=False) + "\n")
         # A stop is at least as urgent as a webhook rule: both are delivered when a webhook is configured.
-        if event.action in ("webhook", "stop") and self.webhook is not None:
-            post_json(self.webhook, payload)
+        if event.action in ("webhook", "stop") and self.sender is not None:
+            self.sender.submit(payload)  # never blocks: an alarm must not slow a training step
+
+    def close(self) -> None:
+        """Flush queued webhook deliveries (bounded; see ``WebhookSender.close``)."""
+        if self.sender is not None:
+            self.sender.close()

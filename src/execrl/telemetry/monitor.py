@@ -14,9 +14,14 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import functools
+import json
 import logging
+import math
+import os
 import signal
 import socket
+import stat
 import threading
 from dataclasses import dataclass
 from importlib import resources
@@ -26,6 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from execrl.telemetry.reader import JsonlTail
+from execrl.telemetry.records import strict_obj
 
 __all__ = ["MonitorHandle", "MonitorState", "build_app", "run_monitor", "start_monitor_in_thread"]
 
@@ -62,20 +68,23 @@ class MonitorState:
         new_alarms = self.alarm_tail.poll()
         if self.alarm_tail.generation != alarm_generation:
             self.alarms.clear()
-        self.alarms.extend(new_alarms)
+        self.alarms.extend(_finite(a) for a in new_alarms)
 
     def _merge(self, obj: dict[str, Any]) -> None:
-        step = obj.get("step")
-        if not isinstance(step, int):
+        try:
+            clean = strict_obj(obj)
+        except ValueError as exc:  # one bad line costs that line only
             self.metrics.skipped_lines += 1
+            _log.warning("%s: skipping a metrics line (%s)", self.metrics.path, exc)
             return
+        step = clean["step"]
         row = self.rows.get(step)
         if row is None:
-            self.rows[step] = dict(obj)
+            self.rows[step] = clean
             bisect.insort(self.steps, step)
             return
-        nonfinite = {**row.get("nonfinite", {}), **obj.get("nonfinite", {})}
-        row.update(obj)
+        nonfinite = {**row.get("nonfinite", {}), **clean.get("nonfinite", {})}
+        row.update(clean)
         if nonfinite:
             row["nonfinite"] = nonfinite
 
@@ -87,13 +96,41 @@ class MonitorState:
             "rows": [self.rows[s] for s in self.steps[start:]],
             "alarms": self.alarms,
             "last_step": self.steps[-1] if self.steps else None,
-            "skipped_lines": self.metrics.skipped_lines,
+            "skipped_lines": self.metrics.skipped_lines + self.alarm_tail.skipped_lines,
         }
 
     def info(self) -> dict[str, Any]:
-        config = self.run_dir / "config.toml"
-        text = config.read_text(encoding="utf-8")[:_CONFIG_MAX_CHARS] if config.exists() else None
-        return {"run": self.run_dir.name, "run_dir": str(self.run_dir.resolve()), "config": text}
+        return {"run": self.run_dir.name, "run_dir": str(self.run_dir.resolve()), "config": self._config()}
+
+    def _config(self) -> str | None:
+        """``config.toml`` when it is a regular file directly in the run directory; never a symlink (a
+        link to ``~/.ssh/id_rsa`` named config.toml would otherwise be served to anyone who can reach the
+        page) and never anything else (a FIFO would block the server)."""
+        try:
+            fd = os.open(self.run_dir / "config.toml", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:  # missing, a symlink (ELOOP), unreadable: nothing to show
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            data = os.read(fd, 4 * _CONFIG_MAX_CHARS)
+        finally:
+            os.close(fd)
+        return data.decode("utf-8", errors="replace")[:_CONFIG_MAX_CHARS]
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by null (the page parses strict JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+_strict_dumps = functools.partial(json.dumps, allow_nan=False)
 
 
 def _static_handler(name: str) -> Any:
@@ -115,10 +152,11 @@ def build_app(run_dir: str | Path) -> web.Application:
         except ValueError:
             raise web.HTTPBadRequest(text="since must be an integer step") from None
         state.refresh()
-        return web.json_response(state.snapshot(since), headers={"Cache-Control": "no-store"})
+        body = state.snapshot(since)
+        return web.json_response(body, headers={"Cache-Control": "no-store"}, dumps=_strict_dumps)
 
     async def info(request: web.Request) -> web.Response:
-        return web.json_response(state.info())
+        return web.json_response(state.info(), dumps=_strict_dumps)
 
     app = web.Application()
     app.router.add_get("/", _static_handler("monitor.html"))

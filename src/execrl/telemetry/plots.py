@@ -42,6 +42,13 @@ class Panel:
 PANELS: tuple[Panel, ...] = (
     Panel("Reward", r"^reward/(.+/)?mean$"),
     Panel("Pass rate", r"^(reward|rollout|eval)/.*(pass_rate|pass@\d+|solved)", unit_range=True),
+    Panel(
+        "Reward vs audit",
+        r"^audit/(reward_pass_rate|confirmed_pass_rate|gap)$",
+        optional=True,
+        unit_range=True,
+    ),
+    Panel("Suspicious behaviour", r"^hack/.*_rate$", optional=True, unit_range=True),
     Panel("Loss", r"^loss/"),
     Panel("KL divergence", r"^kl/"),
     Panel("Entropy", r"^entropy/"),

@@ -18,10 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from execrl.inputs import json_value
+
 __all__ = [
     "METRIC_NAMESPACES",
     "MetricRow",
     "decode_line",
+    "strict_obj",
     "encode_line",
     "validate_metric_name",
     "to_float",
@@ -39,6 +42,8 @@ METRIC_NAMESPACES: tuple[str, ...] = (
     "eval",
     "advantage",
     "alarm",
+    "audit",
+    "hack",
     "executor",  # execrl.distributed: weight versions used, retries, replaced workers, failed tasks
 )
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.@\-]+(/[A-Za-z0-9_.@\-]+)+$")
@@ -100,12 +105,53 @@ def encode_line(step: int, time_s: float, metrics: Mapping[str, float]) -> str:
     return json.dumps(obj, allow_nan=False, separators=(",", ":"))
 
 
-def decode_obj(obj: Mapping[str, Any]) -> MetricRow:
-    """Decode a parsed line; raises ``ValueError`` when ``step`` is missing or not an integer."""
+def _nonfinite_map(obj: Mapping[str, Any]) -> dict[str, str]:
+    nonfinite = obj.get(NONFINITE_KEY)
+    if nonfinite is None:
+        return {}
+    if not isinstance(nonfinite, dict) or not all(
+        isinstance(v, str) and v in _NONFINITE_TEXT for v in nonfinite.values()
+    ):
+        raise ValueError(
+            f"metrics line's {NONFINITE_KEY!r} must map metric names to one of {list(_NONFINITE_TEXT)}, "
+            f"got {nonfinite!r:.200}"
+        )
+    return nonfinite
+
+
+def strict_obj(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A parsed line as strict JSON in our own format (what the monitor relays to a browser).
+
+    A non-finite float (a bare ``NaN`` that Python's json accepted) becomes ``null`` plus a ``nonfinite``
+    entry, as ``encode_line`` writes it. Raises ``ValueError`` for a line that is not a metrics row: no
+    integer ``step``, a malformed ``nonfinite`` map, or a metric value that is not a number or null.
+    """
     step = obj.get("step")
     if not isinstance(step, int) or isinstance(step, bool):
         raise ValueError(f"metrics line has no integer 'step': {dict(obj)!r:.200}")
-    nonfinite = obj.get(NONFINITE_KEY) or {}
+    nonfinite = dict(_nonfinite_map(obj))
+    out: dict[str, Any] = {}
+    for key, value in obj.items():
+        if key == NONFINITE_KEY:
+            continue
+        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
+            raise ValueError(f"metrics line's {key!r} is a {type(value).__name__}, not a number")
+        if isinstance(value, float) and not math.isfinite(value):
+            nonfinite[key] = _nonfinite_text(value)
+            value = None
+        out[key] = value
+    if nonfinite:
+        out[NONFINITE_KEY] = nonfinite
+    return out
+
+
+def decode_obj(obj: Mapping[str, Any]) -> MetricRow:
+    """Decode a parsed line; raises ``ValueError`` when ``step`` is missing or not an integer, or the
+    ``nonfinite`` map is malformed."""
+    step = obj.get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        raise ValueError(f"metrics line has no integer 'step': {dict(obj)!r:.200}")
+    nonfinite = _nonfinite_map(obj)
     metrics: dict[str, float] = {}
     for key, value in obj.items():
         if key in ("step", "time_s", NONFINITE_KEY):
@@ -119,7 +165,7 @@ def decode_obj(obj: Mapping[str, Any]) -> MetricRow:
 
 def decode_line(line: str) -> MetricRow:
     """Parse one metrics.jsonl line (raises ``ValueError`` on malformed JSON or a missing step)."""
-    obj = json.loads(line)
+    obj = json_value(line)  # ValueError for invalid JSON or nesting deeper than execrl.inputs allows
     if not isinstance(obj, dict):
         raise ValueError(f"metrics line is not a JSON object: {line[:200]!r}")
     return decode_obj(obj)

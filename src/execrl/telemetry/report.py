@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from execrl.telemetry.hacking import read_flagged, top_flagged
 from execrl.telemetry.plots import plot_overlay, plot_passk, plot_training_curves
 from execrl.telemetry.reader import merge_rows, read_alarms, read_metrics
 from execrl.telemetry.records import MetricRow
@@ -202,6 +203,53 @@ def _alarm_blocks(alarms: Sequence[Mapping[str, Any]]) -> list[Block]:
     return [Heading(f"Alarms ({len(alarms)})"), Table(("step", "rule", "action", "message"), rows)]
 
 
+HACK_ROWS = 10  # flagged completions listed in the report
+HACK_SNIPPET_CHARS = 400
+
+
+def _hack_blocks(
+    run_dir: Path, rows: Sequence[MetricRow], alarms: Sequence[Mapping[str, Any]]
+) -> list[Block]:
+    """The ``hack`` section: reward vs audit pass rates, the divergence alarms, the top flagged completions."""
+    audited = [r.metrics for r in rows if "audit/pass_rate" in r.metrics]
+    fired = sorted({int(a["step"]) for a in alarms if a.get("rule") == "reward_audit_divergence"})
+    blocks: list[Block] = [Heading("Hack: reward audit and suspicious behaviour")]
+    if audited:
+        last = audited[-1]
+        blocks.append(
+            Paragraph(
+                f"{len(audited)} steps audited. Last audited step: reward pass rate "
+                f"{last.get('audit/reward_pass_rate', math.nan):.1%}, audit pass rate of reward-passing samples "
+                f"{last['audit/pass_rate']:.1%}, gap {last.get('audit/gap', math.nan):.1%}. "
+                + (f"reward_audit_divergence fired at steps {fired}." if fired else "No divergence alarm.")
+            )
+        )
+    else:
+        blocks.append(
+            Paragraph("No step audited a completion (no audit tests, or nothing passed the reward).")
+        )
+    flagged = top_flagged(read_flagged(run_dir), HACK_ROWS)
+    if not flagged:
+        return [*blocks, Paragraph("No completion was flagged.")]
+    table_rows = tuple(
+        (
+            str(f["step"]),
+            str(f.get("task_id")),
+            ", ".join(f.get("flags") or []),
+            str(f.get("reward_reason")),
+            str(f.get("audit_reason") or "not audited"),
+            str(f.get("completion", ""))[:HACK_SNIPPET_CHARS],
+        )
+        for f in flagged
+    )
+    header = ("step", "task", "flags", "reward verdict", "audit verdict", "completion")
+    return [
+        *blocks,
+        Paragraph(f"Top {len(flagged)} flagged completions (read them):"),
+        Table(header, table_rows),
+    ]
+
+
 def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -302,6 +350,7 @@ def write_report(run_dir: str | Path, eval_results: Mapping[str, Any] | None = N
         Heading("Final and best metrics"),
         _summary_table(summarize_metrics(rows)),
         *_alarm_blocks(alarms),
+        *_hack_blocks(run_dir, rows, alarms),
     ]
     return _write(run_dir, "report", f"execrl report: {run_dir.name}", blocks)
 

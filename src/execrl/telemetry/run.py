@@ -13,12 +13,12 @@ alarm rules replay steps <= k silently so their windows and once-per-episode sta
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from execrl.inputs import json_value
 from execrl.telemetry.alarms import AlarmDecision, AlarmEngine, AlarmRule, default_alarm_rules
 from execrl.telemetry.reader import merge_rows, read_metrics
 from execrl.telemetry.sinks import MetricLogger, open_run_logger
@@ -35,9 +35,10 @@ def _truncate_alarms(path: Path, resume_from_step: int) -> None:
         if not line.strip():
             continue
         try:
-            step = json.loads(line).get("step", 0)
-        except json.JSONDecodeError:
+            row = json_value(line)
+        except ValueError:
             continue  # a torn last line from the crash we are resuming from
+        step = row.get("step", 0) if isinstance(row, dict) else None
         if isinstance(step, int) and step <= resume_from_step:
             kept.append(line + "\n")
     tmp = path.with_suffix(".jsonl.tmp")
@@ -85,7 +86,10 @@ class RunTelemetry:
         return decision
 
     def close(self) -> None:
-        self.logger.close()
+        try:
+            self.alarms.close()
+        finally:
+            self.logger.close()
 
     def __enter__(self) -> RunTelemetry:
         return self

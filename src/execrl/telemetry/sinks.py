@@ -38,8 +38,10 @@ def _kept_lines(path: Path, resume_from_step: int) -> tuple[list[str], float]:
     """Lines with step <= resume_from_step (a torn last line is dropped) and the last kept time_s."""
     kept: list[str] = []
     last_time_s = 0.0
-    with path.open(encoding="utf-8") as fh:
-        lines = fh.read().splitlines()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start}), cannot resume") from None
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue

@@ -120,7 +120,7 @@ def test_completion_file_errors_name_file_line_and_field(
 
 
 def test_missing_completion_file(tmp_path: Path) -> None:
-    with pytest.raises(CompletionFileError, match="cannot read the completions file"):
+    with pytest.raises(CompletionFileError, match="nope.jsonl: not found"):
         read_completions(tmp_path / "nope.jsonl")
 
 

@@ -20,7 +20,7 @@ def test_verl_style_body_becomes_a_plain_run() -> None:
     request = parse_run_code(body, default_memory_mb=1024)
     assert request.language == "python" and request.program == "print(input())" and request.stdin == "7\n"
     assert request.tests == ()
-    assert request.limits == Limits(timeout_s=3.0, cpu_time_s=3.0, memory_mb=256)
+    assert request.limits == Limits(timeout_s=3.0, cpu_time_s=3.0, memory_mb=256, compile_timeout_s=10.0)
 
 
 def test_defaults_alias_and_files() -> None:
@@ -28,7 +28,8 @@ def test_defaults_alias_and_files() -> None:
     body = {"code": "x=1", "language": "python3", "files": {"d/a.txt": encoded, "skip.txt": None}}
     request = parse_run_code(body, default_memory_mb=700)
     assert request.language == "python"
-    assert request.limits == Limits(timeout_s=10.0, cpu_time_s=10.0, memory_mb=700)  # -1 -> server default
+    # -1 -> server default; compile_timeout's default is SandboxFusion's 10 s
+    assert request.limits == Limits(timeout_s=10.0, cpu_time_s=10.0, memory_mb=700, compile_timeout_s=10.0)
     assert request.files == {"d/a.txt": "héllo"}
     assert request.stdin == ""
 
@@ -37,6 +38,7 @@ def test_run_timeout_limits_the_run_only() -> None:
     body = {"code": "int main(){}", "language": "cpp", "run_timeout": 2, "compile_timeout": 5}
     limits = parse_run_code(body, default_memory_mb=512).limits
     assert (limits.timeout_s, limits.cpu_time_s) == (2.0, 2.0)
+    assert limits.compile_timeout_s == 5.0  # the compile step's own limit (issue 9: it was ignored)
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,7 @@ def _tasks() -> list[Task]:
         hidden_tests=(CodeTest("h0", "assert add(1, 2) == 3"),),
         reference_solution="```python\ndef add(a, b):\n    return a + b\n```",
         wrong_solution="```python\ndef add(a, b):\n    return a - b\n```",
+        audit_tests=(CodeTest("a0", "assert add(5, 5) == 10"),),
     )
     stdio = Task(
         id="io/1",
@@ -133,7 +134,7 @@ def test_hf_dataset_rows_are_validated() -> None:
         from_hf_dataset(rows, name="hub")
     assert [str(e) for e in info.value.errors] == [
         "hub[0]: field 'metadata.difficulty': must be in 1..5, got 9",
-        "hub[1]: field 'spec': invalid JSON: Expecting property name enclosed in double quotes",
+        "hub[1]: field 'spec': invalid JSON: Expecting property name enclosed in double quotes (column 2)",
     ]
 
 
@@ -159,3 +160,19 @@ def test_domain_must_match_spec_type() -> None:
 def test_unknown_domain_with_any_spec_is_allowed() -> None:
     data = task_to_dict(_tasks()[3]) | {"domain": "my_domain"}
     assert task_from_dict(data).domain == "my_domain"
+
+
+def test_audit_test_that_repeats_a_hidden_test_is_reported() -> None:
+    """An audit split that repeats a reward test is no held-back check at all: the row names the field."""
+    data = task_to_dict(_tasks()[0])
+    data["audit_tests"] = [data["hidden_tests"][0]]
+    with pytest.raises(TaskValidationError, match=r"audit_tests\[0\].*held back"):
+        task_from_dict(data)
+
+
+def test_task_without_audit_tests_writes_no_audit_key() -> None:
+    """Files of tasks without an audit split stay byte-identical to before the field existed."""
+    assert "audit_tests" not in task_to_dict(_tasks()[1])
+    assert task_to_dict(_tasks()[0])["audit_tests"] == [
+        {"type": "code", "name": "a0", "code": "assert add(5, 5) == 10"}
+    ]

@@ -141,6 +141,20 @@ def test_config_overrides_adds_and_disables():
     assert by_name["len_cap"].threshold == 512
 
 
+def test_rules_from_the_config_model_survive_its_unset_enabled_field():
+    """Regression: the recipe passes ``AlarmConfig.model_dump()``, whose unset ``enabled`` is None; that
+    was read as "disabled", so every user-added rule in a config file was silently dropped."""
+    from execrl.config import TrainConfig
+
+    config = TrainConfig.model_validate(
+        {"telemetry": {"alarms": [{"name": "len_cap", "kind": "above", "metric": "rollout/x", "threshold": 3}]}}
+    )
+    dumped = [a.model_dump() for a in config.telemetry.alarms]
+    assert dumped[0]["enabled"] is None
+    names = {r.name for r in alarm_rules_from_config(dumped)}
+    assert "len_cap" in names
+
+
 def test_config_errors_name_the_rule_and_field():
     with pytest.raises(ValueError, match=r"alarm rule #0 \('kl_high'\): unknown field\(s\) \['treshold'\]"):
         alarm_rules_from_config([{"name": "kl_high", "treshold": 0.5}])

@@ -2,7 +2,8 @@
 
 Each ``import_<format>(url)`` reads a local path or fsspec URL (JSONL; SandboxFusion also a JSON array)
 and returns ``list[Task]``; a malformed row raises ``TaskValidationError`` naming file, line and field,
-with every bad row listed. Visible tests are the public/example cases, hidden tests the full set.
+with every bad row listed. Visible tests are the public/example cases, hidden tests the full set,
+less an audit split where a task has enough tests (``execrl.tasks.audit_split.hold_back_audit``).
 """
 
 from __future__ import annotations

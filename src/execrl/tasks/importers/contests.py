@@ -28,6 +28,7 @@ from execrl.tasks.importers._common import (
     candidate_expr,
     difficulty_from,
     fence,
+    function_name,
     import_rows,
     io_tests,
     json_field,
@@ -56,8 +57,7 @@ def _apps_tests(row: FieldReader, io: dict[str, Any], starter: str) -> tuple[lis
     fn_name = io.get("fn_name")
     if fn_name is None:
         return list(io_tests("test", inputs, outputs)), None
-    if not isinstance(fn_name, str) or not fn_name.isidentifier():
-        row.problems.append(("input_output.fn_name", f"expected a function name, got {fn_name!r}"))
+    if function_name(row, "input_output.fn_name", fn_name) is None:
         return [], None
     candidate = candidate_expr(fn_name, starter)
     tests: list[TestCase] = []

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from typing import Any
 
+from execrl.inputs import json_value
 from execrl.sandbox.types import IOTest, TestCase
 from execrl.tasks.importers._common import (
     FUNCTION_INSTRUCTION,
@@ -26,6 +26,7 @@ from execrl.tasks.importers._common import (
     candidate_expr,
     difficulty_from,
     fence,
+    function_name,
     import_rows,
     json_field,
 )
@@ -76,10 +77,10 @@ def _case_test(row: FieldReader, path: str, case: Any, name: str, candidate: str
         row.problems.append(("metadata.func_name", "missing (required by functional test cases)"))
         return None
     try:
-        args = [json.loads(line) for line in case["input"].split("\n") if line.strip()]
-        expected = json.loads(case["output"])
-    except json.JSONDecodeError as exc:
-        row.problems.append((path, f"functional case is not one JSON value per line: {exc.msg}"))
+        args = [json_value(line) for line in case["input"].split("\n") if line.strip()]
+        expected = json_value(case["output"])
+    except ValueError as exc:
+        row.problems.append((path, f"functional case is not one JSON value per line: {exc}"))
         return None
     return call_test(name, candidate, args, expected)
 
@@ -93,7 +94,9 @@ def _lcb_row(row: FieldReader, split: Split) -> Task | None:
     if row.problems:
         return None
     func_name = meta.get("func_name")
-    candidate = candidate_expr(func_name, starter) if isinstance(func_name, str) else None
+    if func_name is not None and function_name(row, "metadata.func_name", func_name) is None:
+        return None
+    candidate = candidate_expr(func_name, starter) if func_name is not None else None
     groups = (("public_test_cases", "public", public), ("private_test_cases", "private", private))
     made = {
         prefix: [_case_test(row, f"{key}[{i}]", c, f"{prefix}_{i}", candidate) for i, c in enumerate(cases)]

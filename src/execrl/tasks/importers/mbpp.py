@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 
 from execrl.sandbox.types import CodeTest
-from execrl.tasks.importers._common import FUNCTION_INSTRUCTION, fence, import_rows
+from execrl.tasks.importers._common import FUNCTION_INSTRUCTION, fence, function_name, import_rows
 from execrl.tasks.schema import CodeSpec, Split, Task, TaskMetadata
 from execrl.tasks.serialize import FieldReader
 from execrl.tasks.storage import PathLike
@@ -114,7 +114,7 @@ def _mbpp_plus_row(row: FieldReader, split: Split) -> Task | None:
     imports = row.get("test_imports", "list", default=[]) or []
     row.get("base_input", "list", default=[])
     row.get("plus_input", "list", default=[])
-    if row.problems:
+    if row.problems or function_name(row, "entry_point", entry_point) is None:
         return None
     header = "".join(f"{line}\n" for line in imports)
     statement = _docstring_text(prompt)

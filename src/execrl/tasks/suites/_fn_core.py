@@ -9,6 +9,12 @@ Expected values are computed by executing the reference implementation at build 
 the single source of truth. The buggy variant is executed on the same inputs; if no hidden input catches
 it, a wider pool of inputs is searched for one that does. If none is found the build raises: a wrong
 solution that passes is a broken task, and a broken task must not ship.
+
+Audit tests (``Task.audit_tests``, held back from reward and prompt): ``AUDIT_TESTS`` more inputs drawn
+from a stream of their own (``"<seed>:<task id>:audit"``), distinct from the visible and hidden ones. They
+are extra draws rather than hidden tests moved aside, so the reward tests of every task are exactly what
+they were before the audit split existed. A template whose input space is too small to give a new input
+gets fewer (or no audit split; ``execrl tasks check`` lists those).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ EdgeGen = Callable[[Params], tuple[tuple[Any, ...], ...]]
 HIDDEN_RANDOM_TESTS = 7
 MIN_HIDDEN_TESTS = 5
 SEARCH_INPUTS = 200  # extra random inputs tried when no hidden test catches the wrong body
+AUDIT_TESTS = 4
 
 
 def _no_edges(params: Params) -> tuple[tuple[Any, ...], ...]:
@@ -198,6 +205,9 @@ def build_function_task(
     visible = _call_tests("example", rendered.entry_point, ref, visible_args, tid)
     hidden = _call_tests("hidden", rendered.entry_point, ref, hidden_args, tid)
     prompt, prompt_code = _prompt(rendered, visible)
+    shown_or_scored = {repr(a) for a in (*visible_args, *hidden_args)}
+    audit_draws = _draw_inputs(template, params, random.Random(f"{seed}:{tid}:audit"), AUDIT_TESTS * 4)
+    audit_args = [a for a in audit_draws if repr(a) not in shown_or_scored][:AUDIT_TESTS]
     return Task(
         id=tid,
         domain="code",
@@ -208,4 +218,5 @@ def build_function_task(
         hidden_tests=hidden,
         reference_solution=fence(rendered.reference),
         wrong_solution=fence(rendered.wrong),
+        audit_tests=_call_tests("audit", rendered.entry_point, ref, audit_args, tid),
     )

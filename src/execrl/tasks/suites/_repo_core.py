@@ -88,12 +88,23 @@ def test_names(files: Mapping[str, str]) -> list[str]:
     return names
 
 
-def code_test(name: str) -> CodeTest:
-    """A test that imports the project's test module from the work directory and calls one function."""
+def code_test(name: str, files: Mapping[str, str]) -> CodeTest:
+    """One test function of the project as a self-contained ``CodeTest``: its module's imports, constants
+    and helpers, the function, and one call of it.
+
+    Inlined rather than imported from the work directory so that the sandbox's assert rewriting
+    (``execrl.sandbox.asserts``) sees the asserts: they are judged by the parent, and a candidate cannot
+    forge them (issue 9). The module's other test functions are left out (they are tests of their own).
+    """
     path, function = name.split("::")
-    module = path[: -len(".py")].replace("/", ".")
-    code = f"import importlib\nimportlib.import_module({module!r}).{function}()\n"
-    return CodeTest(name=name, code=code)
+    module = ast.parse(files[path])
+    keep = [
+        node
+        for node in module.body
+        if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and node.name != function)
+    ]
+    code = ast.unparse(ast.Module(body=keep, type_ignores=[]))
+    return CodeTest(name=name, code=f"{code}\n{function}()\n")
 
 
 def _callers(files: Mapping[str, str], target: Target) -> list[str]:
@@ -150,8 +161,8 @@ def build_repo_task(project: Project, target: Target, kind: str, index: int, *, 
             starter_code=starter,
         ),
         metadata=TaskMetadata(family=f"repo_{kind}", difficulty=target.difficulty, split=split),
-        visible_tests=tuple(code_test(n) for n in names if n in own),
-        hidden_tests=tuple(code_test(n) for n in names),
+        visible_tests=tuple(code_test(n, files) for n in names if n in own),
+        hidden_tests=tuple(code_test(n, files) for n in names),
         reference_solution=fence(reference),
         wrong_solution=fence(wrong),
     )

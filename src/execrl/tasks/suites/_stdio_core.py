@@ -5,6 +5,10 @@ reference program and a plausible buggy program. Expected outputs come from runn
 process at build time (``sys.stdin`` swapped for the test input, stdout captured), which keeps the build
 fast (no subprocess per test) and makes the reference the single source of truth. C++ variants reuse a
 Python problem's inputs and expected outputs; that they agree is checked by the tests, which compile them.
+
+Audit tests (held back from reward and prompt): ``AUDIT_TESTS`` more inputs from a stream of their own
+(``"<seed>:<task id>:audit"``), distinct from the visible and hidden ones, so every task's reward tests are
+exactly what they were before the audit split existed (see ``_fn_core`` for the same choice).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ Params = Mapping[str, Any]
 InputGen = Callable[[random.Random, Params], str]
 HIDDEN_TESTS = 7
 SEARCH_INPUTS = 200
+AUDIT_TESTS = 4
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,23 @@ def choose_tests(
     return make("example", visible), make("hidden", hidden)
 
 
+def audit_tests(
+    problem: StdioProblem,
+    params: Params,
+    reference: str,
+    taken: tuple[IOTest, ...],
+    rng: random.Random,
+    where: str,
+) -> tuple[IOTest, ...]:
+    """Up to ``AUDIT_TESTS`` new inputs (none shown or scored), expected outputs from the reference."""
+    used = {t.stdin for t in taken}
+    inputs = [x for x in _inputs(problem, params, rng, AUDIT_TESTS * 4) if x not in used][:AUDIT_TESTS]
+    return tuple(
+        IOTest(f"audit_{i}", x, run_program(reference, x, where), compare=problem.compare)
+        for i, x in enumerate(inputs, start=1)
+    )
+
+
 def _prompt(problem: StdioProblem, params: Params, examples: tuple[IOTest, ...], language: str) -> str:
     shown = "\n\n".join(
         f"Example {i} input:\n{t.stdin.rstrip()}\nExample {i} output:\n{t.expected_stdout.rstrip()}"
@@ -176,6 +198,9 @@ def build_stdio_task(
     wrong = _subst(problem.wrong, params, code=True)
     rng = random.Random(f"{seed}:{tid}")
     visible, hidden = choose_tests(problem, params, reference, wrong, rng, tid)
+    audit = audit_tests(
+        problem, params, reference, (*visible, *hidden), random.Random(f"{seed}:{tid}:audit"), tid
+    )
     if cpp:
         reference, wrong = textwrap.dedent(cpp.reference).strip(), textwrap.dedent(cpp.wrong).strip()
     return Task(
@@ -188,4 +213,5 @@ def build_stdio_task(
         hidden_tests=hidden,
         reference_solution=fence(reference, language),
         wrong_solution=fence(wrong, language),
+        audit_tests=audit,
     )

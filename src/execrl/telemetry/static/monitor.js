@@ -7,6 +7,9 @@ const PALETTE = ["--c1", "--c2", "--c3", "--c4", "--c5", "--c6", "--c7", "--c8"]
 const PANELS = [
   { id: "reward", title: "Reward", match: /^reward\/(.+\/)?mean$/ },
   { id: "pass", title: "Pass rate", match: /^(reward|rollout|eval)\/.*(pass_rate|pass@\d+|solved)/, range: [0, 1] },
+  // Reward pass rate and the pass rate its held-back audit confirms, side by side (reward hacking: they part).
+  { id: "audit", title: "Reward vs audit", match: /^audit\/(reward_pass_rate|confirmed_pass_rate|gap)$/, range: [0, 1], optional: true },
+  { id: "hack", title: "Suspicious behaviour", match: /^hack\/.*_rate$/, range: [0, 1], optional: true },
   { id: "loss", title: "Loss", match: /^loss\// },
   { id: "kl", title: "KL divergence", match: /^kl\// },
   { id: "entropy", title: "Entropy", match: /^entropy\// },
