@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,52 @@ def test_killed_workers_are_replaced_and_their_task_retried(executor: RayExecuto
     assert metrics["executor/retries"] == 2.0 and metrics["executor/replaced_workers"] == 2.0
     assert metrics["executor/failed_tasks"] == 0.0
     assert metrics["executor/weight_version_used_min"] == 0.0  # the new replica got version 0 first
+
+
+class Slow:
+    def work(self, seconds: float, tag: str) -> str:
+        import time
+
+        time.sleep(seconds)
+        return tag
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@pytest.mark.parametrize("how", ["ray.kill", "SIGKILL"])
+def test_a_worker_killed_mid_task_is_replaced_and_the_task_retried_once(local_ray: None, how: str) -> None:
+    """The kill lands while the task runs (not before it is sent): the in-flight task is retried on the
+    replacement and its result is returned exactly once."""
+    from execrl.distributed.faults import FaultCounters
+
+    slow = ray.remote(Slow).options(num_cpus=0)
+    counters = FaultCounters()
+    group = ActorGroup("test", slow.remote, 1, policy=RetryPolicy(3, 0.0), counters=counters, timeout_s=60)
+    victim = group.actors[0]
+    pid = ray.get(victim.pid.remote())  # the actor is up before the task is sent
+    ref = victim.work.remote(3.0, "done")
+    time.sleep(1.0)  # the task is now running
+    if how == "ray.kill":
+        ray.kill(victim)
+    else:
+        os.kill(pid, signal.SIGKILL)
+    try:
+        assert (
+            group.call(
+                "work", lambda i: group.actors[i].work.remote(0.1, "done"), first_ref=ref, first_index=0
+            )
+            == "done"
+        )
+    finally:
+        group.close()
+    assert group.actors[0] is not victim
+    assert (counters.tasks, counters.retries, counters.replaced_workers, counters.failed_tasks) == (
+        1,
+        1,
+        1,
+        0,
+    )
 
 
 class AlwaysFails:

@@ -8,7 +8,9 @@ Algorithm: GRPO (Shao et al. 2024, "DeepSeekMath", arXiv 2402.03300) with the va
 registers (Dr.GRPO, RLOO, REINFORCE++; DAPO clip-higher and dynamic sampling, Yu et al. 2025, arXiv
 2503.14476). The rewards come from running the sampled programs in the sandbox.
 
-Everything runs in this one process (a debugger works); the sandbox workers are the only children.
+By default everything runs in this one process (a debugger works); the sandbox workers are the only
+children. ``--executor ray`` moves generate-and-score to Ray actors (``execrl.distributed``); the loop
+below is the same for both.
 Ctrl-C (SIGINT) or SIGTERM finishes the current step, writes a checkpoint and stops; ``--resume`` continues
 from the newest checkpoint with the same data, RNG and metrics file (no step logged twice).
 """
