@@ -22,6 +22,7 @@ __all__ = ["add_arguments", "compare_metrics", "run"]
 
 COMPARED_PREFIXES = ("reward/", "loss/")
 RTOL = 1e-5
+NO_WALL_TIME_LIMIT_S = 10**7
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +58,9 @@ def _train(base: list[str], kind: str, args: argparse.Namespace, out_dir: Path) 
     from execrl.config import load_config
     from execrl.recipes.grpo import train
 
+    # No wall-time stop: both runs must train the same steps (a loaded machine would cut them apart).
     extra = [f"executor.kind={kind}", f"run.total_steps={args.steps}", "eval.enabled=false"]
+    extra.append(f"run.max_wall_time_s={NO_WALL_TIME_LIMIT_S}")
     extra += [f"run.output_dir={json.dumps(str(out_dir / kind))}", "telemetry.tensorboard=false"]
     if kind == "ray" and args.ray_address:
         extra.append(f"executor.ray_address={json.dumps(args.ray_address)}")
