@@ -82,3 +82,16 @@ def test_the_default_executor_does_not_import_ray() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_compare_metrics_checks_rewards_and_losses_step_for_step() -> None:
+    from execrl.bench.executor import compare_metrics
+
+    a = [{"step": 0, "reward/mean": 0.5, "loss/policy": float("nan"), "perf/step_s": 1.0}]
+    same = [{"step": 0, "reward/mean": 0.5 * (1 + 1e-7), "loss/policy": float("nan"), "perf/step_s": 9.0}]
+    assert compare_metrics(a, same) == []  # within rtol 1e-5; timings are not compared
+    off = [{"step": 0, "reward/mean": 0.51, "loss/policy": float("nan")}]
+    assert compare_metrics(a, off) == ["step 0 reward/mean: 0.5 vs 0.51"]
+    assert compare_metrics(a, []) == ["steps differ: [0] vs []"]
+    missing = [{"step": 0, "reward/mean": 0.5}]
+    assert compare_metrics(a, missing) == ["step 0 loss/policy: nan vs None"]
