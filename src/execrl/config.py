@@ -29,6 +29,8 @@ from execrl.inputs import InputFileError, read_text_file
 
 _CONFIG_MAX_BYTES = 1 << 20
 
+MAX_RESAMPLE_ROUNDS = 100  # bound on algorithm.max_resample_rounds (each round is a full generate call)
+
 
 class ConfigError(ValueError):
     """A config file or override is wrong; the message names the key and what to set."""
@@ -124,6 +126,9 @@ class RolloutSection(_Section):
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int = Field(0, ge=0, description="0 disables top-k")
     eval_max_new_tokens: int = Field(128, ge=1)
+    stream_scoring: bool = Field(
+        False, description="score each group in the sandbox while the engine generates the next one"
+    )
 
 
 class AlgorithmSection(_Section):
@@ -145,9 +150,34 @@ class AlgorithmSection(_Section):
     kl_in_reward: bool = False
     entropy_coef: float = Field(0.0, ge=0)
     dynamic_sampling: bool = Field(False, description="DAPO: replace zero-variance groups by resampling")
-    max_resample_rounds: int = Field(
-        3, ge=0, description="extra sampling rounds per step for dynamic_sampling"
+    async_steps: int = Field(
+        0, ge=0, le=1, description="1: rollout of step t+1 runs while step t trains (one-step-off); 0: serial"
     )
+    offpolicy_is_cap: float = Field(
+        2.0, ge=1, description="async: truncate the behaviour importance weight pi_prox/mu at this value"
+    )
+    max_resample_rounds: int = Field(
+        3, ge=0, le=MAX_RESAMPLE_ROUNDS, description="extra sampling rounds per step for dynamic_sampling"
+    )
+
+
+class SchedulerSection(_Section):
+    """Which tasks each step draws (``execrl.scheduler``): the static ``tasks.suites`` mixture, or the
+    adaptive one that moves samples toward domains and tasks whose groups are informative."""
+
+    mode: Literal["static", "adaptive"] = "adaptive"
+    size_temperature: float = Field(
+        0.0, ge=0, description="> 0: scale tasks.suites weights by n_tasks ** (1/T); 0 = off"
+    )
+    floor: float = Field(
+        0.2, gt=0, le=1, description="adaptive: share of samples always spread by the static mixture"
+    )
+    domain_ema: float = Field(0.3, gt=0, le=1, description="adaptive: weight of a domain's newest group")
+    task_ema: float = Field(0.5, gt=0, le=1, description="adaptive: weight of a task's newest group")
+    revisit_weight: float = Field(
+        0.01, gt=0, le=0.25, description="adaptive: weight of a solved/hopeless task (an unseen one is 0.25)"
+    )
+    staleness_steps: float = Field(200.0, gt=0, description="adaptive: steps for a solved task to double")
 
 
 class OptimSection(_Section):
@@ -319,7 +349,17 @@ class TrainConfig(_Section):
     checkpoint: CheckpointSection = CheckpointSection()
     eval: EvalSection = EvalSection()
     audit: AuditSection = AuditSection()
+    scheduler: SchedulerSection = SchedulerSection()
     executor: ExecutorSection = ExecutorSection()
+
+    @model_validator(mode="after")
+    def _ray_runs_the_serial_loop(self) -> TrainConfig:
+        if self.executor.kind == "ray" and (self.algorithm.async_steps or self.rollout.stream_scoring):
+            raise ValueError(
+                "executor.kind=ray runs the serial loop only (each generate-and-score call on the actors); "
+                "set algorithm.async_steps=0 and rollout.stream_scoring=false, or executor.kind=inprocess"
+            )
+        return self
 
     @property
     def sequences_per_step(self) -> int:

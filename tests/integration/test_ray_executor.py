@@ -50,11 +50,11 @@ def config(
 def in_process(config: TrainConfig) -> Iterator[Any]:
     """The driver side: model, tasks and an in-process ``GroupSampler`` (the reference)."""
     from execrl.recipes import setup
-    from execrl.recipes.grpo import _setup
+    from execrl.recipes.loop import setup_run
     from execrl.recipes.sampling import GroupSampler
     from execrl.rollout.types import SamplingParams
 
-    run = _setup(config, None)
+    run = setup_run(config, None)
     rollout = config.rollout
     params = SamplingParams(
         samples_per_prompt=rollout.samples_per_prompt,
@@ -87,7 +87,7 @@ def _same(a: tuple[Any, list[Any]], b: tuple[Any, list[Any]]) -> None:
 
 def test_killed_workers_are_replaced_and_their_task_retried(executor: RayExecutor, in_process: Any) -> None:
     run, sampler = in_process
-    tasks = run.sampler.tasks_for_step(0, 4)
+    tasks = run.tasks.tasks_for_step(0, 4)
     _same(executor(0, tasks, 0), sampler(0, tasks, 0))
     assert executor.step_metrics()["executor/retries"] == 0.0
     ray.kill(executor.rollout.actors[0])  # the rollout replica dies
@@ -162,7 +162,7 @@ def test_a_scoring_task_failing_every_attempt_becomes_invalid_scores_with_the_re
     executor.sandbox = ActorGroup(
         "sandbox", failing.remote, 1, policy=RetryPolicy(2, 0.0), counters=executor.counters, timeout_s=60
     )
-    tasks = run.sampler.tasks_for_step(0, 1)
+    tasks = run.tasks.tasks_for_step(0, 1)
     scores = executor._score(tasks * 3, ["a", "b", "c"])
     assert [s.valid for s in scores] == [False, False, False]
     assert scores[0].reason_code == "executor_error"
@@ -183,7 +183,7 @@ def test_an_executor_the_cluster_cannot_place_is_refused_naming_the_keys(
 def test_a_rollout_worker_refuses_weights_older_than_the_bound(config: TrainConfig, in_process: Any) -> None:
     run, sampler = in_process
     worker = RolloutWorker(config)
-    prompts, params = sampler.generation_inputs(0, run.sampler.tasks_for_step(0, 1), 0)
+    prompts, params = sampler.generation_inputs(0, run.tasks.tasks_for_step(0, 1), 0)
     with pytest.raises(StaleWeights, match="version -1 < 0"):
         worker.generate(prompts, params, 0)
     worker.load_weights(5, run.model.state_dict())

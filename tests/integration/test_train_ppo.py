@@ -11,7 +11,7 @@ import pytest
 from toy_domain import toy_overrides
 
 from execrl.config import load_config
-from execrl.recipes.grpo import train
+from execrl.recipes.ppo import train
 
 
 @pytest.mark.slow

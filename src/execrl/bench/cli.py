@@ -25,6 +25,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "train": ("execrl.bench.train", "training step vs TRL's GRPOTrainer"),
     "asserts": ("execrl.bench.asserts", "assert tests judged by the parent vs forgeable in the sandbox"),
     "audit": ("execrl.bench.audit", "reward-audit overhead vs the reward stage and the step"),
+    "pipeline": ("execrl.bench.pipeline", "one-step-off async training loop vs the serial loop"),
+    "scheduler": ("execrl.bench.scheduler", "adaptive task scheduler vs uniform mixture (simulated domains)"),
     "executor": ("execrl.bench.executor", "training step time: in-process vs Ray executor, metrics compared"),
     "sandbox-service": (
         "execrl.bench.sandbox_service",

@@ -1,9 +1,13 @@
 """The executor: where a step's generate-and-score work runs. The recipe talks only to this interface.
 
     executor = build_executor(config, sampler)        # in-process (default) or Ray (executor.kind="ray")
-    rollout, scores = executor(step, tasks, round_)   # what GroupSampler.__call__ does, wherever it runs
+    metrics = step_fn(run, step, executor.sampler)    # the loop samples through executor.sampler
     executor.publish_weights(model, version=step + 1) # after each update
     metrics.update(executor.step_metrics())           # executor/* : versions used, retries, replacements
+
+``executor.sampler`` is a ``GroupSampler``: in-process the recipe's own; with Ray one whose generate-and-
+score call runs on the actors (its ``sandbox`` and ``reward`` stay the driver's, for the reward audit
+and the final evaluation, which run on the driver).
 
 In-process: the engine shares the trainer's model object, so weights are always current and a debugger
 steps straight through. Ray (``ray_executor.py``, the only module that imports ``ray``): rollout worker
@@ -30,9 +34,7 @@ __all__ = ["Executor", "InProcessExecutor", "build_executor"]
 
 
 class Executor(Protocol):
-    # The driver's own sampler: its tokenizer, and its in-process sandbox (the final evaluation and the
-    # reward audit run on the driver, whichever executor generates).
-    sampler: GroupSampler
+    sampler: GroupSampler  # what the loop samples through (see the module docstring)
 
     def __call__(self, step: int, tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]: ...
 
@@ -57,7 +59,7 @@ class InProcessExecutor:
         self.version = version  # the engine generates with ``model`` itself: nothing to send
 
     def step_metrics(self) -> dict[str, float]:
-        return {"executor/weight_version": float(self.version), "executor/weight_staleness_max": 0.0}
+        return {}  # nothing moved, nothing retried: the in-process run's metrics stay as they were
 
     def close(self) -> None:
         """Nothing to release."""

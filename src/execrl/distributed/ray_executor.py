@@ -30,6 +30,7 @@ serve successive calls round robin.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -155,12 +156,27 @@ class ActorGroup:
             ray.kill(actor, no_restart=True)
 
 
+def remote_sampler(sampler: GroupSampler, executor: RayExecutor) -> GroupSampler:
+    """A ``GroupSampler`` whose generate-and-score call runs on ``executor``'s actors; everything else
+    (``sample_step``'s DAPO refill, the driver-side ``sandbox``/``reward`` for the audit) is unchanged."""
+    from execrl.recipes.sampling import GroupSampler
+
+    @dataclasses.dataclass(frozen=True)
+    class RaySampler(GroupSampler):
+        def __call__(self, step: int, tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]:
+            return executor(step, tasks, round_)
+
+    fields = {f.name: getattr(sampler, f.name) for f in dataclasses.fields(GroupSampler)}
+    return RaySampler(**fields)
+
+
 class RayExecutor:
     """Generate on rollout actors, score on sandbox actors; see the module docstring."""
 
     def __init__(self, config: TrainConfig, sampler: GroupSampler) -> None:
         section = config.executor
-        self.sampler = sampler
+        self.driver_sampler = sampler  # its tokenizer, params and seed make each call's inputs
+        self.sampler = remote_sampler(sampler, self)
         self.max_staleness = section.max_weight_staleness
         self.counters = FaultCounters()
         self._owns_ray = ensure_ray(section.ray_address)
@@ -184,11 +200,14 @@ class RayExecutor:
         self._used: list[int] = []  # weight versions the step's generate calls used
         self._staleness: list[int] = []  # newest published version minus the one used, per call
         self._pushes = 0
+        self._publish_s = 0.0
 
     # -- weights -----------------------------------------------------------------------------------------
     def publish_weights(self, model: torch.nn.Module, *, version: int) -> None:
+        start = time.perf_counter()
         state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
         self._latest = (version, ray.put(state))
+        self._publish_s += time.perf_counter() - start  # outside perf/step_s: reported on its own
 
     def _submit_generate(self, index: int, prompts: Any, params: Any) -> Any:
         if self._latest is None:
@@ -203,7 +222,7 @@ class RayExecutor:
 
     # -- one generate-and-score call ------------------------------------------------------------------------
     def __call__(self, step: int, tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]:
-        prompts, params = self.sampler.generation_inputs(step, tasks, round_)
+        prompts, params = self.driver_sampler.generation_inputs(step, tasks, round_)
         rollout, used = self.rollout.call(
             f"generate (step {step}, round {round_})", lambda i: self._submit_generate(i, prompts, params)
         )
@@ -247,7 +266,8 @@ class RayExecutor:
             metrics["executor/weight_version_used_min"] = float(min(self._used))
             metrics["executor/weight_staleness_max"] = float(max(self._staleness))
         metrics["executor/weight_pushes"] = float(self._pushes)
-        self._used, self._staleness, self._pushes = [], [], 0
+        metrics["executor/publish_weights_s"] = self._publish_s
+        self._used, self._staleness, self._pushes, self._publish_s = [], [], 0, 0.0
         return metrics
 
     def close(self) -> None:

@@ -68,8 +68,10 @@ def _train(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-        from execrl.recipes.grpo import train
+        from execrl.recipes import grpo, ppo
+        from execrl.recipes.loop import StopReason
 
+        train = ppo.train if config.algorithm.advantage_estimator == "gae" else grpo.train
         outcome = train(config, resume_dir=resume, progress=not args.no_progress)
     print(f"run directory: {outcome.run_dir}")
     report = outcome.run_dir / "report.md"
@@ -77,7 +79,7 @@ def _train(args: argparse.Namespace) -> int:
         print(f"report: {report}")
     if outcome.stopped_early:
         print(f"stopped early after step {outcome.last_step}: {outcome.stopped_early}")
-        return 130 if outcome.stopped_early.startswith("signal") else 0
+        return 130 if outcome.stopped_early.reason is StopReason.SIGNAL else 0
     return 0
 
 

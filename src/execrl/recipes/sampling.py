@@ -23,6 +23,8 @@ from execrl.rewards import RewardConfig, Score, score_batch
 from execrl.rollout.engine import Engine
 from execrl.rollout.prompts import encode_prompts
 from execrl.rollout.types import RolloutBatch, RolloutStats, SamplingParams
+from execrl.scheduler import GroupOutcome, Scheduler, outcomes_from_scores
+from execrl.seeding import stream_seed
 from execrl.tasks.schema import Task, prompt_for_chat
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ class ScoredGroups:
     scores: list[Score]  # one per row
     rounds: int = 1  # sampling rounds spent (1 = no resampling)
     dropped_groups: int = 0  # zero-variance groups filtered out
+    outcomes: tuple[GroupOutcome, ...] = ()  # every group sampled, dropped ones included (for the scheduler)
 
 
 SampleFn = Callable[[list[Task], int], tuple[RolloutBatch, list[Score]]]  # (tasks, round) -> rollout, scores
@@ -47,8 +50,8 @@ SampleFn = Callable[[list[Task], int], tuple[RolloutBatch, list[Score]]]  # (tas
 class GroupSampler:
     """Generate ``samples_per_prompt`` completions per task and score them all in one sandbox batch.
 
-    The seed of each generate call is a function of (run seed, step, round), so a resumed run samples
-    exactly what the uninterrupted run would have.
+    The seed of each generate call is a hash of (run seed, step, round) (``execrl.seeding``), so a resumed
+    run samples exactly what the uninterrupted run would have, and no two (step, round) pairs share a seed.
     """
 
     engine: Engine
@@ -67,8 +70,38 @@ class GroupSampler:
     def generation_inputs(self, step: int, tasks: list[Task], round_: int) -> tuple[Any, SamplingParams]:
         """The encoded prompts and the seeded sampling parameters of one generate call (every executor
         uses these, so a step samples the same wherever it runs)."""
-        params = dataclasses.replace(self.params, seed=self.seed * 1_000_003 + step * 101 + round_)
+        params = dataclasses.replace(self.params, seed=stream_seed(self.seed, "rollout", step, round_))
         return encode_prompts(self.tokenizer, [prompt_for_chat(t.prompt) for t in tasks]), params
+
+    def sample_step(
+        self,
+        step: int,
+        scheduler: Scheduler,
+        *,
+        prompts_per_step: int,
+        dynamic: bool,
+        max_resample_rounds: int,
+    ) -> ScoredGroups:
+        """The step's groups: tasks from ``scheduler``, generated and scored (DAPO refill if ``dynamic``)."""
+        return sample_groups(
+            scheduler.tasks_for_step(step, prompts_per_step),
+            lambda extra_round: scheduler.tasks_for_step(step, prompts_per_step, extra_round + 1),
+            lambda tasks, round_: self(step, tasks, round_),
+            dynamic=dynamic,
+            max_resample_rounds=max_resample_rounds,
+        )
+
+
+def group_outcomes(
+    tasks: Sequence[Task], rollout: RolloutBatch, scores: Sequence[Score]
+) -> list[GroupOutcome]:
+    """One ``GroupOutcome`` per task of a scored rollout (what the scheduler learns from)."""
+    return outcomes_from_scores(
+        [t.id for t in tasks],
+        [s.reward for s in scores],
+        [s.passed for s in scores],
+        rollout.group_index.tolist(),
+    )
 
 
 def informative_groups(scores: Sequence[Score], group_index: torch.Tensor) -> list[int]:
@@ -158,7 +191,8 @@ def sample_groups(
 ) -> ScoredGroups:
     """Sample and score the step's groups; with ``dynamic``, refill zero-variance groups (DAPO)."""
     rollout, scores = sample(first_tasks, 0)
-    first = scored = ScoredGroups(rollout, first_tasks, scores)
+    outcomes = group_outcomes(first_tasks, rollout, scores)
+    first = scored = ScoredGroups(rollout, first_tasks, scores, outcomes=tuple(outcomes))
     if not dynamic:
         return first
     target = len(first_tasks)
@@ -176,8 +210,9 @@ def sample_groups(
             break
         tasks = extra_tasks(rounds - 1)
         rollout, scores = sample(tasks, rounds)
+        outcomes.extend(group_outcomes(tasks, rollout, scores))
         scored = ScoredGroups(rollout, tasks, scores)
     if not kept:  # nothing informative in any round: keep the first (all its advantages are zero)
         kept = [first]
     merged = concat_groups(kept)
-    return dataclasses.replace(merged, rounds=rounds, dropped_groups=dropped)
+    return dataclasses.replace(merged, rounds=rounds, dropped_groups=dropped, outcomes=tuple(outcomes))

@@ -5,8 +5,8 @@ resumed run draws exactly what an uninterrupted run would have drawn, with no sa
 checkpoint (the resume bugs of OpenRLHF #1103 and verl PR #5725 were lost or replayed data positions).
 
 Within each suite, tasks are drawn without replacement in seeded epochs (every task once before any
-repeats); the suite of each slot is drawn by weight. Limits: weights are static (no online re-weighting
-from zero-variance rates yet).
+repeats); the suite of each slot is drawn by weight. Weights are static here; ``adaptive.py`` re-weights
+online from the groups' pass rates.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-from execrl.tasks.schema import Task
+TaskT = TypeVar("TaskT")
 
 
 @dataclass(frozen=True)
-class MixtureSampler:
-    suites: Mapping[str, Sequence[Task]]
+class MixtureSampler(Generic[TaskT]):
+    suites: Mapping[str, Sequence[TaskT]]
     weights: Mapping[str, float]
     seed: int = 0
 
@@ -32,7 +33,7 @@ class MixtureSampler:
         if empty:
             raise ValueError(f"suites {empty} have no tasks after filtering; lower the difficulty filter")
 
-    def tasks_for_step(self, step: int, prompts_per_step: int) -> list[Task]:
+    def tasks_for_step(self, step: int, prompts_per_step: int) -> list[TaskT]:
         """The ``prompts_per_step`` tasks of training step ``step`` (0-based)."""
         if step < 0 or prompts_per_step < 1:
             raise ValueError(f"step must be >= 0 and prompts_per_step >= 1, got {step}, {prompts_per_step}")
@@ -53,10 +54,9 @@ class MixtureSampler:
         counts[name] += 1
         return index
 
-    def _task_at(self, name: str, draw_index: int) -> Task:
+    def _task_at(self, name: str, draw_index: int) -> TaskT:
         tasks = self.suites[name]
         epoch, offset = divmod(draw_index, len(tasks))
         order = list(range(len(tasks)))
         random.Random(f"{self.seed}:order:{name}:{epoch}").shuffle(order)
         return tasks[order[offset]]
-

@@ -60,7 +60,7 @@ def test_in_process_executor_delegates_and_reports_the_version() -> None:
     assert executor(3, ["t"], 1) == ("rollout", ["score"])
     executor.publish_weights(None, version=4)  # type: ignore[arg-type]
     assert calls == [(3, ["t"], 1)]
-    assert executor.step_metrics() == {"executor/weight_version": 4.0, "executor/weight_staleness_max": 0.0}
+    assert executor.step_metrics() == {}  # an in-process run's metrics stay exactly as they were
 
 
 def test_only_the_distributed_package_imports_ray() -> None:
@@ -95,3 +95,11 @@ def test_compare_metrics_checks_rewards_and_losses_step_for_step() -> None:
     assert compare_metrics(a, []) == ["steps differ: [0] vs []"]
     missing = [{"step": 0, "reward/mean": 0.5}]
     assert compare_metrics(a, missing) == ["step 0 loss/policy: nan vs None"]
+
+
+@pytest.mark.parametrize("extra", ["algorithm.async_steps=1", "rollout.stream_scoring=true"])
+def test_ray_refuses_the_async_and_streaming_loops_naming_the_keys(extra: str) -> None:
+    from execrl.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="executor.kind=ray runs the serial loop only"):
+        load_config(None, ["executor.kind=ray", extra])

@@ -1,0 +1,271 @@
+"""What every training recipe shares around its step: the run's state, and the end of a step (log,
+alarms, stop reasons, checkpoint). The step itself (sample, score, advantages, update) stays in the recipe
+(``grpo.py``, ``ppo.py``) so it reads top to bottom.
+
+Stop reasons are typed (``StopReason``): the loop decides what a stop means (a wall-time stop still
+evaluates, a signal exits 130) from the kind, never from the text of a message.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import logging
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from execrl.config import TrainConfig
+from execrl.recipes import setup
+from execrl.recipes.sampling import GroupSampler, ScoredGroups
+from execrl.rollout.engine import Engine, create_engine
+from execrl.scheduler import AdaptiveSettings, Scheduler, build_scheduler
+from execrl.telemetry import RunTelemetry, alarm_rules_from_config
+from execrl.telemetry.webhook import WebhookConfig
+from execrl.trainer import (
+    TrainerConfig,
+    ValueHead,
+    build_optimizer,
+    latest_checkpoint,
+    load_checkpoint,
+    needs_reference,
+    save_checkpoint,
+)
+from execrl.trainer import (
+    build_scheduler as build_lr_scheduler,
+)
+
+log = logging.getLogger("execrl.train")
+
+
+class StopReason(enum.Enum):
+    SIGNAL = "signal"  # SIGINT/SIGTERM: checkpoint, stop, exit 130; no final eval
+    ALARM = "alarm"  # an alarm rule with action "stop" fired; no final eval
+    WALL_TIME = "wall_time"  # run.max_wall_time_s reached; the final eval still runs
+
+
+@dataclass(frozen=True)
+class Stop:
+    reason: StopReason
+    detail: str  # e.g. "SIGINT", "loss_nonfinite", "run.max_wall_time_s=660 reached"
+
+    def __str__(self) -> str:
+        if self.reason is StopReason.SIGNAL:
+            return f"signal {self.detail}"
+        if self.reason is StopReason.ALARM:
+            return f"alarm: {self.detail}"
+        return self.detail
+
+
+@dataclass(frozen=True)
+class TrainOutcome:
+    run_dir: Path
+    last_step: int  # the last step completed (-1 if none)
+    stopped_early: Stop | None  # why training ended before total_steps, if it did
+
+
+@dataclass
+class Run:
+    """Everything the loop holds, built once by ``setup_run`` (a resumed run restores it in place)."""
+
+    config: TrainConfig
+    run_dir: Path
+    model: Any
+    tokenizer: Any
+    tcfg: TrainerConfig
+    ref_model: Any
+    value_head: ValueHead | None
+    optimizer: torch.optim.Optimizer
+    lr_scheduler: torch.optim.lr_scheduler.LRScheduler
+    tasks: Scheduler  # which tasks each step draws (static mixture or adaptive)
+    engine: Engine
+    start_step: int
+    stop: Stop | None = None
+    behaviour_model: Any = None  # async mode: the weights the in-flight rollout samples with
+
+    @property
+    def old_logprobs_from_rollout(self) -> bool:
+        """With one pass over each rollout the behaviour policy is the current one: reuse the rollout's
+        log-probs instead of a second forward pass. They equal the trainer's only without top-k/top-p."""
+        rollout = self.config.rollout
+        return self.tcfg.ppo_epochs == 1 and rollout.top_k == 0 and rollout.top_p == 1.0
+
+    @property
+    def extra_modules(self) -> dict[str, torch.nn.Module] | None:
+        extra = {"value_head": self.value_head, "behaviour_policy": self.behaviour_model}
+        kept = {name: module for name, module in extra.items() if module is not None}
+        return kept or None
+
+    def request_stop(self, reason: StopReason, detail: str) -> None:
+        if self.stop is None:
+            self.stop = Stop(reason, detail)
+
+
+def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
+    run_dir = resume_dir if resume_dir is not None else setup.new_run_dir(config)
+    if resume_dir is None:
+        setup.write_run_files(run_dir, config)
+    setup.seed_everything(config.run.seed)
+    setup.register_extra_verifiers(config)
+    model, tokenizer, model_path = setup.load_policy(config)
+    tcfg = setup.trainer_config(config)
+    ref_model = setup.load_reference(model_path, model.dtype) if needs_reference(tcfg) else None
+    # PPO ("gae") learns a value head on the policy's hidden states; the GRPO family needs none.
+    value_head = ValueHead(model.config.hidden_size) if tcfg.advantage_estimator == "gae" else None
+    optimizer = build_optimizer(model, tcfg, extra_modules=(value_head,) if value_head is not None else ())
+    run = Run(
+        config=config,
+        run_dir=run_dir,
+        model=model,
+        tokenizer=tokenizer,
+        tcfg=tcfg,
+        ref_model=ref_model,
+        value_head=value_head,
+        optimizer=optimizer,
+        lr_scheduler=build_lr_scheduler(optimizer, tcfg),
+        tasks=task_scheduler(config),
+        engine=create_engine(config.rollout.engine, model=model, tokenizer=tokenizer),
+        start_step=0,
+        behaviour_model=behaviour_copy(model) if config.algorithm.async_steps else None,
+    )
+    checkpoint = latest_checkpoint(run_dir) if resume_dir is not None else None
+    if checkpoint is not None:
+        state = load_checkpoint(
+            checkpoint, model, run.optimizer, run.lr_scheduler, extra_modules=run.extra_modules
+        )
+        run.start_step = int(state.data_state["next_step"])
+        if "scheduler" in state.data_state:  # checkpoints written before the adaptive scheduler have none
+            run.tasks.load_state_dict(state.data_state["scheduler"])
+        log.info("resumed from %s at step %d", checkpoint, run.start_step)
+    return run
+
+
+def behaviour_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A frozen copy of the policy for the background rollout of async mode (checkpointed)."""
+    clone = copy.deepcopy(model)
+    clone.eval()
+    clone.requires_grad_(False)
+    return clone
+
+
+def sample_and_score(run: Run, step: int, sampler: GroupSampler) -> tuple[dict[str, float], ScoredGroups]:
+    """Draw the step's tasks, generate and score their groups (DAPO refill if configured), and let the
+    scheduler learn from every group, dropped ones too. Returns the domain weights the draw used (logged)
+    and the groups."""
+    weights = run.tasks.domain_weights()
+    algorithm = run.config.algorithm
+    groups = sampler.sample_step(
+        step,
+        run.tasks,
+        prompts_per_step=run.config.rollout.prompts_per_step,
+        dynamic=algorithm.dynamic_sampling,
+        max_resample_rounds=algorithm.max_resample_rounds,
+    )
+    run.tasks.observe(step, groups.outcomes)
+    return weights, groups
+
+
+def task_scheduler(config: TrainConfig) -> Scheduler:
+    sched = config.scheduler
+    suites = setup.load_suites(config.tasks.suites, "train", config.tasks.max_difficulty)
+    settings = AdaptiveSettings(
+        floor=sched.floor,
+        domain_ema=sched.domain_ema,
+        task_ema=sched.task_ema,
+        revisit_weight=sched.revisit_weight,
+        staleness_steps=sched.staleness_steps,
+    )
+    return build_scheduler(
+        sched.mode,
+        suites,
+        config.tasks.suites,
+        seed=config.run.seed,
+        size_temperature=sched.size_temperature,
+        settings=settings,
+        rounds_per_step=config.algorithm.max_resample_rounds + 1,
+    )
+
+
+def finish_step(
+    run: Run, telemetry: RunTelemetry, step: int, metrics: dict[str, float], started: float
+) -> None:
+    """Log the step (alarms may ask to stop), check the wall-time budget, checkpoint when due."""
+    config = run.config
+    decision = telemetry.log(step, metrics)
+    if decision.stop_requested:
+        run.request_stop(StopReason.ALARM, ", ".join(e.rule for e in decision.fired))
+    last = step + 1 == config.run.total_steps
+    if time.monotonic() - started > config.run.max_wall_time_s and not last:
+        run.request_stop(
+            StopReason.WALL_TIME, f"run.max_wall_time_s={config.run.max_wall_time_s:.0f} reached"
+        )
+    if last or run.stop is not None or (step + 1) % config.checkpoint.every_steps == 0:
+        save_checkpoint(
+            run.run_dir,
+            step=step,
+            model=run.model,
+            optimizer=run.optimizer,
+            scheduler=run.lr_scheduler,
+            data_state={"next_step": step + 1, "scheduler": run.tasks.state_dict()},
+            metrics={k: v for k, v in metrics.items() if isinstance(v, float)},
+            keep_last=config.checkpoint.keep_last,
+            extra_modules=run.extra_modules,
+        )
+
+
+def run_telemetry(run: Run, *, resuming: bool) -> RunTelemetry:
+    tel = run.config.telemetry
+    rules = alarm_rules_from_config([a.model_dump() for a in tel.alarms], include_defaults=tel.default_alarms)
+    return RunTelemetry(
+        run.run_dir,
+        rules=rules,
+        webhook=WebhookConfig(url=tel.webhook_url) if tel.webhook_url else None,
+        resume_from_step=run.start_step - 1 if resuming else None,
+        tensorboard=tel.tensorboard,
+        mlflow=tel.mlflow,
+        run_name=run.config.run.name,
+    )
+
+
+@contextmanager
+def stop_on_signals(run: Run) -> Iterator[None]:
+    """SIGINT/SIGTERM ask the loop to checkpoint and stop after the current step; a second one aborts."""
+
+    def handler(signum: int, _frame: object) -> None:
+        if run.stop is not None and run.stop.reason is StopReason.SIGNAL:
+            raise KeyboardInterrupt
+        run.request_stop(StopReason.SIGNAL, signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+class Progress:
+    """The progress bar: step, reward, pass rate, KL, tokens/s and ETA (tqdm computes the ETA)."""
+
+    def __init__(self, total: int, start: int, *, enabled: bool) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, initial=start, disable=not enabled, unit="step", dynamic_ncols=True)
+
+    def update(self, metrics: dict[str, float]) -> None:
+        self.bar.update(1)
+        self.bar.set_postfix(
+            reward=f"{metrics.get('reward/mean', float('nan')):.3f}",
+            pass_rate=f"{metrics.get('reward/pass_rate', float('nan')):.2f}",
+            kl=f"{metrics.get('kl/ref_mean', 0.0):.4f}",
+            tok_s=f"{metrics.get('perf/step_tokens_per_s', 0.0):.0f}",
+        )
+
+    def close(self) -> None:
+        self.bar.close()

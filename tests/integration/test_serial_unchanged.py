@@ -1,0 +1,42 @@
+"""With ``algorithm.async_steps=0`` (and scoring not streamed) a run is identical, step by step, to the
+serial loop as it was before the overlap machinery (``recipes/pipeline.py``) was added.
+
+Guards against the async/streaming code leaking into the default serial path (a changed seed, an extra
+forward pass, another order of scheduler updates). The reference ``tests/fixtures/recipes/
+serial_toy_metrics.jsonl`` was written by commit 68e2bcc (adaptive scheduler and hashed seeds, no async
+mode) with exactly these overrides on this test's tiny model and toy tasks; wall-clock metrics are left
+out. Limit: the values are float results of this machine's CPU kernels; on another CPU/torch build the
+reference may need regenerating (run the same overrides at 68e2bcc).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_train_cli import EXECRL, _env, _run_dir
+from toy_domain import toy_overrides
+
+REFERENCE = Path(__file__).parents[1] / "fixtures" / "recipes" / "serial_toy_metrics.jsonl"
+WALL_CLOCK = ("perf/", "time_s", "sandbox/")
+
+
+@pytest.mark.slow
+def test_async_steps_0_matches_the_serial_reference(
+    tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
+) -> None:
+    overrides = [*toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path), "run.total_steps=4", "eval.enabled=false",
+                 "algorithm.async_steps=0"]  # fmt: skip
+    done = subprocess.run([*EXECRL, "train", "--no-progress", *overrides], env=_env(), capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [
+        json.loads(x) for x in (_run_dir(tmp_path) / "metrics.jsonl").read_text().splitlines() if x.strip()
+    ]
+    got = [{k: v for k, v in r.items() if not k.startswith(WALL_CLOCK)} for r in rows if "reward/mean" in r]
+    expected = [json.loads(x) for x in REFERENCE.read_text().splitlines()]
+    assert len(got) == len(expected) == 4
+    for step, (a, b) in enumerate(zip(got, expected, strict=True)):
+        assert a == b, f"step {step} differs"
