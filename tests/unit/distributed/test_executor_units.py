@@ -103,3 +103,11 @@ def test_ray_refuses_the_async_and_streaming_loops_naming_the_keys(extra: str) -
 
     with pytest.raises(ConfigError, match="executor.kind=ray runs the serial loop only"):
         load_config(None, ["executor.kind=ray", extra])
+
+
+def test_train_flags_set_the_executor_keys() -> None:
+    argv = ["train", "--print-config", "--executor", "ray", "--ray-address", "10.0.0.1:6379"]
+    out = subprocess.run(
+        [sys.executable, "-m", "execrl.cli", *argv], capture_output=True, text=True, check=True
+    )
+    assert 'kind = "ray"' in out.stdout and 'ray_address = "10.0.0.1:6379"' in out.stdout
