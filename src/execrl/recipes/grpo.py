@@ -8,7 +8,9 @@ Algorithm: GRPO (Shao et al. 2024, "DeepSeekMath", arXiv 2402.03300) with the va
 registers (Dr.GRPO, RLOO, REINFORCE++; DAPO clip-higher and dynamic sampling, Yu et al. 2025, arXiv
 2503.14476). The rewards come from running the sampled programs in the sandbox.
 
-Everything runs in this one process (a debugger works); the sandbox workers are the only children.
+By default everything runs in this one process (a debugger works); the sandbox workers are the only
+children. ``--executor ray`` moves generate-and-score to Ray actors (``execrl.distributed``); the loop
+below is the same for both.
 Ctrl-C (SIGINT) or SIGTERM finishes the current step, writes a checkpoint and stops; ``--resume`` continues
 from the newest checkpoint with the same data, RNG and metrics file (no step logged twice).
 """
@@ -18,10 +20,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from pathlib import Path
 
 from execrl.config import ConfigError, TrainConfig
+from execrl.distributed import build_executor
 from execrl.recipes import setup
 from execrl.recipes.audit import audit_step
 from execrl.recipes.evaluate import evaluate_checkpoint_once, finish_report
@@ -73,11 +76,16 @@ def train(
             run.engine, run.tokenizer, sandbox, setup.reward_config(config), sampling_params(config),
             seed=config.run.seed,
         )  # fmt: skip
+        # Where generate-and-score runs: this process (default) or Ray actors (executor.kind="ray").
+        executor = stack.enter_context(closing(build_executor(config, sampler)))
+        executor.publish_weights(run.model, version=run.start_step)
         if config.eval.enabled:
             evaluate_checkpoint_once(run.run_dir, "base", run.engine, config, sandbox)
         bar = Progress(config.run.total_steps, run.start_step, enabled=progress)
         for step in range(run.start_step, config.run.total_steps):
-            metrics = step_fn(run, step, sampler)  # sample, score, advantages, update
+            metrics = step_fn(run, step, executor.sampler)  # sample, score, advantages, update
+            executor.publish_weights(run.model, version=step + 1)  # rollout workers load it by version
+            metrics.update(executor.step_metrics())  # weight versions used, retries, replaced workers
             finish_step(run, telemetry, step, metrics, started)  # log, alarms, stop reasons, checkpoint
             last_step = step
             bar.update(metrics)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -62,11 +62,16 @@ class GroupSampler:
     seed: int
 
     def __call__(self, step: int, tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]:
-        params = dataclasses.replace(self.params, seed=stream_seed(self.seed, "rollout", step, round_))
-        prompts = encode_prompts(self.tokenizer, [prompt_for_chat(t.prompt) for t in tasks])
+        prompts, params = self.generation_inputs(step, tasks, round_)
         rollout = self.engine.generate(prompts, params)
         row_tasks = [tasks[g] for g in rollout.group_index.tolist()]
         return rollout, score_batch(row_tasks, list(rollout.texts), sandbox=self.sandbox, config=self.reward)
+
+    def generation_inputs(self, step: int, tasks: list[Task], round_: int) -> tuple[Any, SamplingParams]:
+        """The encoded prompts and the seeded sampling parameters of one generate call (every executor
+        uses these, so a step samples the same wherever it runs)."""
+        params = dataclasses.replace(self.params, seed=stream_seed(self.seed, "rollout", step, round_))
+        return encode_prompts(self.tokenizer, [prompt_for_chat(t.prompt) for t in tasks]), params
 
     def sample_step(
         self,

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from execrl.sandbox import Sandbox
+    from execrl.sandbox.client import ServiceClient
     from execrl.trainer import TrainerConfig
 
 EMBEDDED_MODEL_NAMES = frozenset({"smollm2-135m-instruct", "default"})
@@ -144,10 +145,23 @@ def spread(tasks: list[Task], count: int) -> list[Task]:
     return [tasks[i * len(tasks) // count] for i in range(count)]
 
 
-def build_sandbox(config: TrainConfig) -> Sandbox:
+def build_sandbox(config: TrainConfig) -> Sandbox | ServiceClient:
+    """The in-process sandbox, or with ``sandbox.urls`` a client spreading requests over those replicas."""
     from execrl.sandbox import Sandbox, SandboxConfig
 
-    return Sandbox(SandboxConfig(backend=config.sandbox.backend, workers=config.sandbox.workers))
+    section = config.sandbox
+    if section.urls:
+        from execrl.sandbox.client import ClientConfig, ServiceClient
+
+        client_config = ClientConfig(
+            urls=tuple(section.urls),
+            max_in_flight_per_replica=section.max_in_flight_per_replica,
+            max_attempts=section.max_attempts,
+            backoff_s=section.retry_backoff_s,
+            backoff_max_s=max(2.0, section.retry_backoff_s),
+        )
+        return ServiceClient(client_config)
+    return Sandbox(SandboxConfig(backend=section.backend, workers=section.workers))
 
 
 def reward_config(config: TrainConfig) -> RewardConfig:

@@ -115,6 +115,8 @@ def default_alarm_rules() -> tuple[AlarmRule, ...]:
             "response_length_blowup", "blowup", "rollout/response_length_mean", threshold=3.0, window_steps=5
         ),
         AlarmRule("throughput_drop", "relative_drop", "perf/*tokens_per_s", threshold=0.5, window_steps=10),
+        # A Ray executor retrying more than 1 task in 10 has workers dying or hanging (execrl.distributed).
+        AlarmRule("executor_retries", "above", "executor/retry_rate", threshold=0.1),
         *reward_hacking_rules(),
     )
 

@@ -45,6 +45,7 @@ METRIC_NAMESPACES: tuple[str, ...] = (
     "audit",
     "hack",
     "domain",  # per-domain scheduler metrics: domain/<suite>/{pass_rate,zero_variance_share,samples,weight}
+    "executor",  # execrl.distributed: weight versions used, retries, replaced workers, failed tasks
 )
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.@\-]+(/[A-Za-z0-9_.@\-]+)+$")
 NONFINITE_KEY = "nonfinite"

@@ -123,7 +123,10 @@ def test_execrl_cgroups_finds_only_this_pids_pools(tmp_path: Path, monkeypatch: 
 def test_bench_group_lists_missing_benchmarks_as_not_available(capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser(prog="execrl")
     register(parser.add_subparsers(dest="command"))
-    assert set(BENCHMARKS) == {"sandbox", "rewards", "rollout", "train", "asserts", "audit", "pipeline", "scheduler", "serve"}
+    assert set(BENCHMARKS) == {
+        "sandbox", "rewards", "rollout", "train", "asserts", "audit", "pipeline", "scheduler", "serve",
+        "executor", "sandbox-service",
+    }  # fmt: skip
     args = parser.parse_args(["bench", "sandbox", "--limit", "3", "--soak"])
     assert (args.limit, args.soak, args.concurrency) == (3, 20_000, 2)
     for name, (module, _) in BENCHMARKS.items():

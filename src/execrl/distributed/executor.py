@@ -1,0 +1,74 @@
+"""The executor: where a step's generate-and-score work runs. The recipe talks only to this interface.
+
+    executor = build_executor(config, sampler)        # in-process (default) or Ray (executor.kind="ray")
+    metrics = step_fn(run, step, executor.sampler)    # the loop samples through executor.sampler
+    executor.publish_weights(model, version=step + 1) # after each update
+    metrics.update(executor.step_metrics())           # executor/* : versions used, retries, replacements
+
+``executor.sampler`` is a ``GroupSampler``: in-process the recipe's own; with Ray one whose generate-and-
+score call runs on the actors (its ``sandbox`` and ``reward`` stay the driver's, for the reward audit
+and the final evaluation, which run on the driver).
+
+In-process: the engine shares the trainer's model object, so weights are always current and a debugger
+steps straight through. Ray (``ray_executor.py``, the only module that imports ``ray``): rollout worker
+actors with their own engine and model replica, sandbox worker actors that also compute the rewards
+next to their sandboxes, and the trainer driver (the ``execrl train`` process, placed where you start
+it). Resources are declared per role in ``executor.*`` (CPUs, GPUs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import torch
+
+    from execrl.config import TrainConfig
+    from execrl.recipes.sampling import GroupSampler
+    from execrl.rewards import Score
+    from execrl.rollout.types import RolloutBatch
+    from execrl.tasks.schema import Task
+
+__all__ = ["Executor", "InProcessExecutor", "build_executor"]
+
+
+class Executor(Protocol):
+    sampler: GroupSampler  # what the loop samples through (see the module docstring)
+
+    def __call__(self, step: int, tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]: ...
+
+    def publish_weights(self, model: torch.nn.Module, *, version: int) -> None: ...
+
+    def step_metrics(self) -> dict[str, float]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class InProcessExecutor:
+    """Runs the ``GroupSampler`` in this process (the default; nothing to move, nothing to retry)."""
+
+    sampler: GroupSampler
+    version: int = 0
+
+    def __call__(self, step: int, tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]:
+        return self.sampler(step, tasks, round_)
+
+    def publish_weights(self, model: torch.nn.Module, *, version: int) -> None:
+        self.version = version  # the engine generates with ``model`` itself: nothing to send
+
+    def step_metrics(self) -> dict[str, float]:
+        return {}  # nothing moved, nothing retried: the in-process run's metrics stay as they were
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def build_executor(config: TrainConfig, sampler: GroupSampler) -> Executor:
+    """``executor.kind``: ``inprocess`` (default) or ``ray`` (imports ray only then)."""
+    if config.executor.kind == "inprocess":
+        return InProcessExecutor(sampler)
+    from execrl.distributed.ray_executor import RayExecutor
+
+    return RayExecutor(config, sampler)

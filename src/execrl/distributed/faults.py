@@ -1,0 +1,63 @@
+"""Retry policy and fault counters of the executors (no ray, no torch: pure bookkeeping).
+
+Taxonomy (NeMo-RL's split, research notes A.4): a worker that died or hung (infrastructure) is replaced
+and its work retried on a healthy worker; a task that raised inside a live worker is retried too, since a
+transient cause (a sandbox out of slots) looks the same from outside. Either way attempts are bounded
+(``RetryPolicy.max_attempts``) with exponential backoff; what still fails becomes an invalid score with
+its reason (scoring) or ``TaskFailed`` (generation, which has no per-sample fallback), never a silent
+drop. Results are taken only from the attempt that succeeded, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["FaultCounters", "RetryPolicy", "TaskFailed"]
+
+
+class TaskFailed(RuntimeError):
+    """A task failed on every attempt; the message lists the attempts' reasons."""
+
+    def __init__(self, what: str, reasons: list[str]) -> None:
+        super().__init__(f"{what} failed after {len(reasons)} attempts: " + "; ".join(reasons[-3:]))
+        self.what = what
+        self.reasons = tuple(reasons)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 3
+    backoff_s: float = 0.2
+    backoff_max_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"RetryPolicy.max_attempts={self.max_attempts}; set >= 1")
+        if not 0 <= self.backoff_s <= self.backoff_max_s:
+            raise ValueError("RetryPolicy: need 0 <= backoff_s <= backoff_max_s")
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt ``attempt`` (1-based): backoff_s * 2**(attempt-1), capped."""
+        return float(min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1)))
+
+
+@dataclass
+class FaultCounters:
+    """What happened since the last ``drain``: tasks submitted, retries, workers replaced, tasks lost."""
+
+    tasks: int = 0
+    retries: int = 0
+    replaced_workers: int = 0
+    failed_tasks: int = 0
+
+    def drain(self) -> dict[str, float]:
+        """The step's ``executor/*`` metrics (``retry_rate`` = retries / tasks, what the alarm watches)."""
+        metrics = {
+            "executor/tasks": float(self.tasks),
+            "executor/retries": float(self.retries),
+            "executor/retry_rate": self.retries / self.tasks if self.tasks else 0.0,
+            "executor/replaced_workers": float(self.replaced_workers),
+            "executor/failed_tasks": float(self.failed_tasks),
+        }
+        self.tasks = self.retries = self.replaced_workers = self.failed_tasks = 0
+        return metrics

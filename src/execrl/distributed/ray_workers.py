@@ -1,0 +1,72 @@
+"""The worker roles, as plain classes; ``ray_executor.py`` makes Ray actors of them (this file has no ray).
+
+Kept free of ray so each role can be unit-tested in this process, and so a worker's behaviour is the
+same code the in-process executor runs (``engine.generate``, ``score_batch``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from execrl.config import TrainConfig
+    from execrl.rewards import Score
+    from execrl.rollout.types import RolloutBatch, SamplingParams
+    from execrl.tasks.schema import Task
+
+
+class StaleWeights(RuntimeError):
+    """A rollout worker was asked to generate with weights older than the staleness bound allows."""
+
+
+class RolloutWorker:
+    """An engine with its own model replica; weights arrive by version from the trainer driver."""
+
+    def __init__(self, config: TrainConfig) -> None:
+        from execrl.recipes import setup
+        from execrl.rollout.engine import create_engine
+
+        model, tokenizer, _ = setup.load_policy(config)  # architecture and tokenizer; weights come by version
+        model.eval()
+        self.model = model
+        self.engine = create_engine(config.rollout.engine, model=model, tokenizer=tokenizer)
+        self.version = -1  # no weights received yet: generate refuses until the first load
+
+    def load_weights(self, version: int, state: dict[str, Any]) -> int:
+        """Copy ``state`` (a CPU state dict from the object store) into the replica."""
+        import torch
+
+        with torch.no_grad():
+            self.model.load_state_dict(state, strict=True)
+        self.version = version
+        return version
+
+    def generate(self, prompts: Any, params: SamplingParams, min_version: int) -> tuple[RolloutBatch, int]:
+        """One generate call; returns the rollout and the weight version it used."""
+        if self.version < min_version:
+            raise StaleWeights(f"weights version {self.version} < {min_version} (the staleness bound)")
+        return self.engine.generate(prompts, params), self.version
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class SandboxWorker:
+    """A sandbox (its own pre-forked workers) and the reward code next to it: completions in, scores out."""
+
+    def __init__(self, config: TrainConfig) -> None:
+        from execrl.recipes import setup
+
+        setup.register_extra_verifiers(config)
+        self.sandbox = setup.build_sandbox(config)
+        self.reward = setup.reward_config(config)
+
+    def score(self, tasks: Sequence[Task], completions: Sequence[str]) -> list[Score]:
+        from execrl.rewards import score_batch
+
+        return score_batch(tasks, completions, sandbox=self.sandbox, config=self.reward)
+
+    def pid(self) -> int:
+        return os.getpid()

@@ -1,0 +1,113 @@
+"""The executors' pure parts: retry delays, fault counters, the retry-rate alarm, the in-process executor,
+and that ``ray`` stays inside ``execrl.distributed`` (imported only when the Ray executor is chosen)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from execrl.distributed import FaultCounters, InProcessExecutor, RetryPolicy, TaskFailed
+from execrl.telemetry import AlarmEngine, default_alarm_rules
+
+SRC = Path(__file__).resolve().parents[3] / "src" / "execrl"
+
+
+def test_backoff_doubles_from_backoff_s_and_is_capped() -> None:
+    policy = RetryPolicy(max_attempts=7, backoff_s=0.2, backoff_max_s=5.0)
+    assert [policy.delay(a) for a in range(1, 7)] == pytest.approx([0.2, 0.4, 0.8, 1.6, 3.2, 5.0])
+
+
+def test_a_policy_without_attempts_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_attempts"):
+        RetryPolicy(max_attempts=0)
+
+
+def test_counters_drain_into_step_metrics_and_reset() -> None:
+    counters = FaultCounters(tasks=10, retries=3, replaced_workers=2, failed_tasks=1)
+    assert counters.drain() == {
+        "executor/tasks": 10.0,
+        "executor/retries": 3.0,
+        "executor/retry_rate": 0.3,
+        "executor/replaced_workers": 2.0,
+        "executor/failed_tasks": 1.0,
+    }
+    assert counters.drain()["executor/retry_rate"] == 0.0  # no tasks: rate 0, not a division by zero
+
+
+def test_task_failed_lists_the_last_reasons() -> None:
+    error = TaskFailed("scoring of rows 0..7", ["A died", "B died", "C: boom", "D: boom"])
+    assert str(error) == "scoring of rows 0..7 failed after 4 attempts: B died; C: boom; D: boom"
+
+
+def test_the_default_alarm_fires_when_the_retry_rate_passes_a_tenth() -> None:
+    engine = AlarmEngine(default_alarm_rules())
+    assert [e.rule for e in engine.observe(0, {"executor/retry_rate": 0.05}).fired] == []
+    assert [e.rule for e in engine.observe(1, {"executor/retry_rate": 0.25}).fired] == ["executor_retries"]
+
+
+def test_in_process_executor_delegates_and_reports_the_version() -> None:
+    calls = []
+
+    def sampler(step: int, tasks: list[str], round_: int) -> tuple[str, list[str]]:
+        calls.append((step, tasks, round_))
+        return "rollout", ["score"]
+
+    executor = InProcessExecutor(sampler)  # type: ignore[arg-type]
+    assert executor(3, ["t"], 1) == ("rollout", ["score"])
+    executor.publish_weights(None, version=4)  # type: ignore[arg-type]
+    assert calls == [(3, ["t"], 1)]
+    assert executor.step_metrics() == {}  # an in-process run's metrics stay exactly as they were
+
+
+def test_only_the_distributed_package_imports_ray() -> None:
+    offenders = []
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            if any(n == "ray" or n.startswith("ray.") for n in names) and "distributed" not in path.parts:
+                offenders.append(str(path.relative_to(SRC)))
+    assert offenders == []
+
+
+def test_the_default_executor_does_not_import_ray() -> None:
+    code = (
+        "import sys; from execrl.config import load_config; from execrl.distributed import build_executor;"
+        "build_executor(load_config(None, []), lambda *a: None); print('ray' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_compare_metrics_checks_rewards_and_losses_step_for_step() -> None:
+    from execrl.bench.executor import compare_metrics
+
+    a = [{"step": 0, "reward/mean": 0.5, "loss/policy": float("nan"), "perf/step_s": 1.0}]
+    same = [{"step": 0, "reward/mean": 0.5 * (1 + 1e-7), "loss/policy": float("nan"), "perf/step_s": 9.0}]
+    assert compare_metrics(a, same) == []  # within rtol 1e-5; timings are not compared
+    off = [{"step": 0, "reward/mean": 0.51, "loss/policy": float("nan")}]
+    assert compare_metrics(a, off) == ["step 0 reward/mean: 0.5 vs 0.51"]
+    assert compare_metrics(a, []) == ["steps differ: [0] vs []"]
+    missing = [{"step": 0, "reward/mean": 0.5}]
+    assert compare_metrics(a, missing) == ["step 0 loss/policy: nan vs None"]
+
+
+@pytest.mark.parametrize("extra", ["algorithm.async_steps=1", "rollout.stream_scoring=true"])
+def test_ray_refuses_the_async_and_streaming_loops_naming_the_keys(extra: str) -> None:
+    from execrl.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="executor.kind=ray runs the serial loop only"):
+        load_config(None, ["executor.kind=ray", extra])
+
+
+def test_train_flags_set_the_executor_keys() -> None:
+    argv = ["train", "--print-config", "--executor", "ray", "--ray-address", "10.0.0.1:6379"]
+    out = subprocess.run(
+        [sys.executable, "-m", "execrl.cli", *argv], capture_output=True, text=True, check=True
+    )
+    assert 'kind = "ray"' in out.stdout and 'ray_address = "10.0.0.1:6379"' in out.stdout
