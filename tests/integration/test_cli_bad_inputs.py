@@ -117,9 +117,7 @@ COMMANDS: dict[str, Case] = {
 
 # src/execrl/sandbox/ belongs to the sandbox-server half of issue 14 (another branch): its CLI still
 # runs an empty tests file as "no tests", and a deeply nested tests file raises RecursionError there.
-SANDBOX_OWNED = {
-    ("sandbox run --tests", "nested"): "RecursionError in the sandbox CLI's tests reader",
-}
+SANDBOX_OWNED: dict[tuple[str, str], str] = {}  # cases known to fail, each with its reason (none left)
 # A program and its stdin are the data under test, not structured input: empty or bracket-nested
 # ones are run and get a verdict (exit 0 or 1), which is right.
 NOT_INPUT_ERRORS = {("sandbox run PROGRAM", k) for k in ("empty", "nested")} | {

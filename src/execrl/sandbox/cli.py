@@ -68,6 +68,9 @@ def _read_text(path: Path, what: str) -> str:
         raise InvalidRequestError(f"{path}: cannot read {what}: {exc.strerror}") from None
 
 
+_TOO_DEEP = "JSON nested too deeply to read (a test is a flat object)"
+
+
 def _skip_space(text: str, pos: int) -> int:
     while pos < len(text) and text[pos] in " \t\r\n":
         pos += 1
@@ -88,6 +91,8 @@ def _json_array_items(text: str, path: Path) -> Iterator[tuple[int, Any]]:
             raise InvalidTestsFileError(
                 f"{path}:{exc.lineno}: not JSON: {exc.msg} (column {exc.colno})"
             ) from None
+        except RecursionError:  # nested past the decoder's stack
+            raise InvalidTestsFileError(f"{path}:{line}: {_TOO_DEEP}") from None
         yield line, value
         pos = _skip_space(text, pos)
         if text[pos : pos + 1] == ",":
@@ -111,6 +116,8 @@ def _jsonl_items(text: str, path: Path) -> Iterator[tuple[int, Any]]:
                 raise InvalidTestsFileError(
                     f"{path}:{number}: not JSON: {exc.msg} (column {exc.colno})"
                 ) from None
+            except RecursionError:  # nested past the decoder's stack
+                raise InvalidTestsFileError(f"{path}:{number}: {_TOO_DEEP}") from None
 
 
 def load_tests(path: Path) -> tuple[TestCase, ...]:
@@ -131,6 +138,8 @@ def load_tests(path: Path) -> tuple[TestCase, ...]:
             raise InvalidTestsFileError(f"{path}:{line}: test {len(tests)}: {problems} ({hint})") from None
         except InvalidRequestError as exc:
             raise InvalidTestsFileError(f"{path}:{line}: test {len(tests)}: {exc}") from None
+        except RecursionError:  # a decoded value nested too deep for validation to walk
+            raise InvalidTestsFileError(f"{path}:{line}: test {len(tests)}: {_TOO_DEEP}") from None
     return tuple(tests)
 
 
