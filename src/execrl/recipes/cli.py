@@ -95,13 +95,13 @@ def _train(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from execrl.eval.harness import EvalConfig
     from execrl.recipes.evaluate import eval_command
-    from execrl.recipes.setup import resolve_model_path
+    from execrl.serve.export import resolve_model_source
     from execrl.tasks.registry import suite_splits
 
     if args.split not in suite_splits(args.suite):  # unknown suites raise SuiteError (exit 2)
         print(f"error: suite {args.suite!r} has no split {args.split!r}", file=sys.stderr)
         return 2
-    resolve_model_path(args.model)  # a bad model path fails here, before anything loads
+    resolve_model_source(args.model)  # a model, run or checkpoint; a bad path fails here, before loading
     _check_output(args.json)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
