@@ -31,7 +31,7 @@ import torch
 from execrl.config import TrainConfig
 from execrl.eval.stats import bootstrap_ci, paired_bootstrap_diff
 from execrl.recipes import setup
-from execrl.recipes.grpo import TrainOutcome
+from execrl.recipes.grpo import TrainOutcome, sampling_params
 from execrl.refine.multiturn import Episode, MultiTurnConfig, episodes_to_train_batch, rollout_episodes
 from execrl.rollout.engine import create_engine
 from execrl.rollout.types import SamplingParams
@@ -69,13 +69,7 @@ def train(config: TrainConfig, *, progress: bool = True) -> TrainOutcome:
         invalid_turn_penalty=config.refine.invalid_turn_penalty,
         reward=setup.reward_config(config),
     )
-    sampling = SamplingParams(
-        samples_per_prompt=config.rollout.samples_per_prompt,
-        max_new_tokens=config.rollout.max_new_tokens,
-        temperature=config.rollout.temperature,
-        top_p=config.rollout.top_p,
-        top_k=config.rollout.top_k,
-    )
+    sampling = sampling_params(config)
     last_step = -1
     with setup.build_sandbox(config) as sandbox, (run_dir / "metrics.jsonl").open("a") as metrics_file:
         if config.eval.enabled:
