@@ -22,10 +22,10 @@ trained against it would learn:
   (``assert f(x) == y``, ``abs(f(x) - y) < tol``, ``assert f(x)``/``not f(x)``, ``candidate`` inside
   ``check``); the rest run where the candidate cannot reach the channel that reports them.
 * Faked infrastructure faults: ``sandbox_error`` (which rewards mask out of the advantage) is only for
-  faults the candidate cannot cause. The in-sandbox harness runs with an effective uid of its own
-  (``jail._drop_privileges``), so ``prlimit``, ``setpriority`` and CPU affinity cannot reach it, and
-  seccomp allows them only on the caller itself; as its namespace's init it ignores the candidate's
-  signals. A candidate that lowers its own CPU rlimit and is killed early is its own ``time_limit`` or
+  faults the candidate cannot cause. Seccomp allows ``prlimit``, ``setpriority`` and CPU affinity only
+  on the caller itself, so they cannot reach the in-sandbox harness (which shares the candidate's uid,
+  ``jail._drop_privileges``); it is not dumpable, so ``ptrace`` and ``/proc/1/mem`` are closed; as its
+  namespace's init it ignores the candidate's signals. A candidate that lowers its own CPU rlimit and is killed early is its own ``time_limit`` or
   ``runtime_error``: the parent reads the hard limit pid 1 died with (``runner._own_cpu_rlimit``).
 * Host data: ``/proc`` is mounted with ``subset=pid`` (the sandbox's own processes only: no
   ``/proc/cmdline``, boot id, ``/proc/sys``), so the compiler cannot echo them either; no command line

@@ -56,11 +56,8 @@ def _prelude(
     limits: dict[str, Any],
     new_session: bool = True,
 ) -> None:
-    """Trusted set-up before any candidate byte runs: the candidate's uid for good (the harness runs with
-    its own effective uid, ``jail._drop_privileges``), fds, stdin, rlimits (lowering is allowed
-    unprivileged)."""
-    uid = os.getuid()
-    os.setresuid(uid, uid, uid)
+    """Trusted set-up before any candidate byte runs: fds, stdin, rlimits (lowering is allowed
+    unprivileged). The uid is already the candidate's (``jail._drop_privileges``)."""
     if new_session:  # pid 1 of the sandbox (inline runs) already leads its own session
         os.setsid()
     if stdin_data:  # else stdin stays the harness's /dev/null, which reads as empty just the same

@@ -414,11 +414,7 @@ def main(res_fd: int, job_fd: int, isolated: bool) -> NoReturn:
         h = Harness(res_fd, job, isolated)
         if not isolated:
             h.send({"kind": "workdir", "path": jail.unisolated_workdir()})
-            h.write_files()
-        else:
-            jail.as_candidate()  # the work directory is the candidate's (mode 700)
-            h.write_files()
-            jail.as_harness()
+        h.write_files()
         if job["language"]["compile"] and not h.compile():
             h.send({"kind": "done"})
             os._exit(0)

@@ -35,7 +35,6 @@ from execrl.sandbox.errors import SandboxFailure
 
 UID_BASE = 1_500_000  # sandbox uids: far above any real user, never in /etc/passwd
 UIDS_PER_POOL = 2048  # each pool owns a block of uids: one per slot, distinct across pools and processes
-HARNESS_UID_OFFSET = UIDS_PER_POOL - 1  # the block's last uid: the harnesses' effective uid (jail.py)
 UID_BLOCKS = 500_000
 SRC_DIR = str(Path(__file__).resolve().parents[2])
 WorkerKey = tuple[int, int]  # (workdir_mb, workdir_inodes)
@@ -102,10 +101,8 @@ _pools_started = itertools.count()
 def uid_block_base(slots: int) -> int:
     """First uid of this pool's block, from (pid, pool number): two pools, even in different processes,
     practically never share a uid, so RLIMIT_NPROC and kill(2) never reach across sandboxes."""
-    if slots > HARNESS_UID_OFFSET:
-        raise SandboxFailure(
-            f"at most {HARNESS_UID_OFFSET} slots per sandbox (workers + max_concurrency + 1)"
-        )
+    if slots > UIDS_PER_POOL:
+        raise SandboxFailure(f"at most {UIDS_PER_POOL} slots per sandbox (workers + max_concurrency + 1)")
     block = (os.getpid() * 64 + next(_pools_started)) % UID_BLOCKS
     return UID_BASE + block * UIDS_PER_POOL
 
@@ -233,7 +230,6 @@ class WorkerPool:
         spec = {
             "isolate": self.isolate,
             "uid": self.uid_base + slot,
-            "harness_uid": self.uid_base + HARNESS_UID_OFFSET,
             "slot": slot,
             "workdir_mb": key[0],
             "workdir_inodes": key[1],

@@ -17,9 +17,8 @@ Program layout (every jump is forward, as cBPF requires; ``_rule`` computes the 
    pointer BPF cannot read; the C library then falls back to ``clone``).
 6. Calls that act on another process's limits or scheduling are allowed only on the caller itself
    (pid/who 0): ``prlimit64``, ``setpriority``, ``sched_setaffinity``/``setscheduler``/``setparam``/
-   ``setattr``, ``ioprio_set``; else EPERM. The kernel alone would refuse ``prlimit`` on the harness (it
-   runs under another effective uid) but not the others (they only compare the caller's effective uid
-   with the target's real one, which the harness shares with the candidate). ``resource.prlimit`` with
+   ``setattr``, ``ioprio_set``; else EPERM. The harness shares the candidate's uid, so this rule is what
+   keeps the harness's limits and scheduling out of the candidate's reach. ``resource.prlimit`` with
    the caller's own pid instead of 0 is refused too; ``setrlimit``, ``os.nice`` work as usual.
 7. File locks and change notification, the channels shared read-only files would open between
    concurrent sandboxes (and the host): ``flock`` and ``fcntl`` lock commands (``F_GETLK``,
