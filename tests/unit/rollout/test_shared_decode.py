@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hf_reference import hf_greedy
 from transformers import (
     GPT2Config,
     GPT2LMHeadModel,
@@ -13,7 +14,6 @@ from transformers import (
 )
 
 from execrl.rollout import HFEngine, SamplingParams, logprob_mismatch
-from execrl.rollout.hf_engine import left_pad
 from execrl.rollout.models import tiny_model
 from execrl.rollout.shared_decode import supports_shared_decode
 
@@ -60,16 +60,7 @@ def test_shared_decoder_matches_the_stock_transformers_forward(tokenizer: PreTra
         samples_per_prompt=samples_per_prompt, max_new_tokens=max_new_tokens, temperature=0.0, ignore_eos=True
     )
     batch = engine.generate(PROMPTS, params)
-    input_ids, attention_mask, _ = left_pad(PROMPTS, engine.pad_token_id)
-    with torch.no_grad():
-        reference = model.generate(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            do_sample=False,
-            max_new_tokens=max_new_tokens,
-            min_new_tokens=max_new_tokens,
-            pad_token_id=engine.pad_token_id,
-        )[:, input_ids.shape[1] :]
+    reference = hf_greedy(model, engine, PROMPTS, max_new_tokens=max_new_tokens)
     assert engine.shared_prompt_decode is True
     for row in range(len(PROMPTS) * samples_per_prompt):
         assert batch.completion_token_ids(row) == reference[row // samples_per_prompt].tolist()
