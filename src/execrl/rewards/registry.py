@@ -18,11 +18,10 @@ import importlib
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from execrl.registry import Registry
 from execrl.rewards.types import PureVerifier, Verifier
 
 T = TypeVar("T")
-
-_REGISTRY: dict[str, Verifier] = {}
 
 
 class UnknownVerifierError(KeyError):
@@ -30,6 +29,15 @@ class UnknownVerifierError(KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return str(self.args[0])
+
+
+_REGISTRY: Registry[Verifier] = Registry(
+    "verifier domain",
+    plural="domains",
+    unknown_error=UnknownVerifierError,
+    remove_hint="unregister_verifier",
+    unknown_hint=". Register one with @register_verifier(domain) or register_verifier(domain, 'module:function')",
+)
 
 
 class VerifierImportError(ImportError):
@@ -87,16 +95,10 @@ def register_verifier(domain: str, verifier: T) -> T: ...
 def register_verifier(domain: str, verifier: Any = None) -> Any:
     """Register a verifier for ``domain``; use as ``@register_verifier("x")`` or call with the verifier
     (an object, a function or a ``"module:function"`` string). Returns the decorated object unchanged."""
-    if not isinstance(domain, str) or not domain.strip():
-        raise ValueError(f"verifier domain must be a non-empty string, got {domain!r}")
+    decorate = _REGISTRY.register(domain)  # checks the name now, for the decorator form too
 
     def add(obj: T) -> T:
-        if domain in _REGISTRY:
-            raise ValueError(
-                f"a verifier for domain {domain!r} is already registered ({_REGISTRY[domain]!r}); "
-                "pick another domain name or call unregister_verifier first"
-            )
-        _REGISTRY[domain] = resolve_verifier(obj) if isinstance(obj, str) else as_verifier(obj)
+        decorate(resolve_verifier(obj) if isinstance(obj, str) else as_verifier(obj))
         return obj
 
     if verifier is None:
@@ -106,21 +108,17 @@ def register_verifier(domain: str, verifier: Any = None) -> Any:
 
 def unregister_verifier(domain: str) -> None:
     """Remove a domain (to swap a built-in on purpose, or in tests)."""
-    if domain not in _REGISTRY:
-        raise UnknownVerifierError(_unknown_message(domain))
-    del _REGISTRY[domain]
+    _REGISTRY.remove(domain)
 
 
 def get_verifier(domain: str) -> Verifier:
-    try:
-        return _REGISTRY[domain]
-    except KeyError:
-        raise UnknownVerifierError(_unknown_message(domain)) from None
+    """The verifier of ``domain``; ``UnknownVerifierError`` listing the known domains otherwise."""
+    return _REGISTRY.get(domain)
 
 
 def list_verifiers() -> dict[str, Verifier]:
     """Registered domains (a copy), sorted by name."""
-    return dict(sorted(_REGISTRY.items()))
+    return _REGISTRY.items()
 
 
 def describe_verifier(verifier: Verifier) -> str:
@@ -128,11 +126,3 @@ def describe_verifier(verifier: Verifier) -> str:
     doc = getattr(verifier, "__doc__", None) or type(verifier).__doc__ or ""
     first = doc.strip().splitlines()[0] if doc.strip() else "(no docstring)"
     return first
-
-
-def _unknown_message(domain: str) -> str:
-    known = ", ".join(sorted(_REGISTRY)) or "(none)"
-    return (
-        f"no verifier registered for domain {domain!r}; known domains: {known}. "
-        "Register one with @register_verifier(domain) or register_verifier(domain, 'module:function')"
-    )

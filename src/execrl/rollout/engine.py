@@ -14,6 +14,7 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from execrl.registry import Registry
 from execrl.rollout.types import RolloutBatch, SamplingParams
 
 if TYPE_CHECKING:
@@ -30,31 +31,21 @@ class Engine(Protocol):
 
 
 EngineFactory = Callable[["PreTrainedModel", "PreTrainedTokenizerBase"], Engine]
-_ENGINES: dict[str, EngineFactory] = {}
+_ENGINES: Registry[EngineFactory] = Registry("rollout engine", plural="engines", unknown_error=ValueError)
 
 
 def register_engine(name: str) -> Callable[[EngineFactory], EngineFactory]:
     """Decorator: register ``factory(model, tokenizer) -> Engine`` under ``name``; a duplicate name raises."""
-
-    def decorator(factory: EngineFactory) -> EngineFactory:
-        if name in _ENGINES:
-            raise ValueError(f"a rollout engine named {name!r} is already registered")
-        _ENGINES[name] = factory
-        return factory
-
-    return decorator
+    return _ENGINES.register(name)
 
 
 def list_engines() -> list[str]:
-    return sorted(_ENGINES)
+    return _ENGINES.names()
 
 
 def create_engine(name: str, *, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Engine:
     """Build the engine registered as ``name`` around ``model`` and ``tokenizer``."""
-    factory = _ENGINES.get(name)
-    if factory is not None:
-        return factory(model, tokenizer)
-    if name == "vllm":
+    if name == "vllm" and name not in _ENGINES:
         installed = importlib.util.find_spec("vllm") is not None
         reason = (
             "vLLM is installed, but execrl has no vLLM engine yet"
@@ -62,9 +53,10 @@ def create_engine(name: str, *, model: PreTrainedModel, tokenizer: PreTrainedTok
             else "vLLM is not installed (it needs a CUDA GPU: `pip install vllm`), and execrl has no vLLM engine yet"
         )
         raise ValueError(
-            f"rollout engine 'vllm' is not available: {reason}; use engine 'hf' (known: {list_engines()})"
+            f"rollout engine 'vllm' is not available: {reason}; use engine 'hf' "
+            f"(known: {', '.join(list_engines())})"
         )
-    raise ValueError(f"unknown rollout engine {name!r}; known engines: {list_engines()}")
+    return _ENGINES.get(name)(model, tokenizer)  # an unknown name raises ValueError listing the known ones
 
 
 @register_engine("hf")

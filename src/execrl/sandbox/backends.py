@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from execrl.registry import Registry
 from execrl.sandbox import linux
 from execrl.sandbox.errors import InvalidRequestError, UnsupportedHostError
 
@@ -42,26 +43,23 @@ def _check_nothing() -> None:
     return None
 
 
-_BACKENDS: dict[str, Backend] = {}
+_BACKENDS: Registry[Backend] = Registry(
+    "sandbox backend", plural="backends", unknown_error=InvalidRequestError
+)
 
 
 def register_backend(backend: Backend) -> Backend:
-    if backend.name in _BACKENDS:
-        raise ValueError(f"backend {backend.name!r} is already registered")
-    _BACKENDS[backend.name] = backend
-    return backend
+    """Add a backend under ``backend.name``; a name already registered raises ``ValueError``."""
+    return _BACKENDS.add(backend.name, backend)
 
 
 def get_backend(name: str) -> Backend:
-    try:
-        return _BACKENDS[name]
-    except KeyError:
-        known = ", ".join(sorted(_BACKENDS))
-        raise InvalidRequestError(f"unknown sandbox backend {name!r}; known backends: {known}") from None
+    """The backend called ``name``; an unknown name raises ``InvalidRequestError`` listing the known ones."""
+    return _BACKENDS.get(name)
 
 
 def list_backends() -> list[str]:
-    return sorted(_BACKENDS)
+    return _BACKENDS.names()
 
 
 register_backend(

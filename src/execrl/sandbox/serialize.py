@@ -10,7 +10,8 @@ The JSON form of an ``ExecutionRequest`` is the dataclass with each test tagged 
      "limits": {"timeout_s": 5, "memory_mb": 256}, "stop_on_first_failure": false}
 
 Every key except ``language`` and ``program`` may be omitted (the dataclass default applies); a test's
-``name`` defaults to ``test_<index>``. Parsing is strict: wrong types (``"5"`` for a number), unknown keys
+``name`` defaults to ``test_<index>``. The test models here are the only schema of a test case: task files
+(``execrl.tasks.serialize``) parse their tests with ``build_case`` too. Parsing is strict: wrong types (``"5"`` for a number), unknown keys
 (typos such as ``timeout`` for ``timeout_s``) and strings that are not valid Unicode (lone surrogates from
 ``"\\ud800"`` escapes) are rejected with a ``RequestFieldError`` naming the field, e.g.
 ``tests[2].expected_stdout: Field required``; an empty program or a limit out of range is reported the
@@ -47,8 +48,10 @@ from execrl.sandbox.types import (
 )
 
 __all__ = [
+    "CASE_MODELS",
     "FieldProblem",
     "RequestFieldError",
+    "build_case",
     "find_unencodable",
     "problems_from_validation_error",
     "request_from_dict",
@@ -121,7 +124,8 @@ _TestModel = Annotated[_CodeTestModel | _CallTestModel | _IOTestModel, Field(dis
 
 
 _TEST_ADAPTER: TypeAdapter[_CodeTestModel | _CallTestModel | _IOTestModel] = TypeAdapter(_TestModel)
-_TEST_TAGS = frozenset({"code", "call", "io"})
+CASE_MODELS: dict[str, type[BaseModel]] = {"code": _CodeTestModel, "call": _CallTestModel, "io": _IOTestModel}
+_TEST_TAGS = frozenset(CASE_MODELS)
 
 
 class LimitsModel(_Strict):
@@ -221,14 +225,23 @@ def _test_from_model(model: _CodeTestModel | _CallTestModel | _IOTestModel, inde
     return IOTest(**fields)
 
 
+def build_case(data: Any, *, index: int = 0) -> TestCase:
+    """The one parser of a test's JSON object, for requests and task files alike.
+
+    Raises pydantic's ``ValidationError``; its error locations start with the member tag (``"io"``).
+    ``execrl.tasks`` words those errors for task files, ``case_from_dict`` for requests. Unicode is not
+    checked here (callers report lone surrogates under their own paths).
+    """
+    return _test_from_model(_TEST_ADAPTER.validate_python(data), index)
+
+
 def case_from_dict(data: Any, *, index: int = 0, prefix: str = "") -> TestCase:
     """One test from its JSON object (``"type"``: ``io`` | ``call`` | ``code``); errors name the field."""
     _check_unicode(data, prefix)
     try:
-        model = _TEST_ADAPTER.validate_python(data)
+        return build_case(data, index=index)
     except ValidationError as exc:
         raise RequestFieldError(problems_from_validation_error(exc, prefix, tagged_union=True)) from None
-    return _test_from_model(model, index)
 
 
 def request_from_dict(data: Any, *, prefix: str = "") -> ExecutionRequest:

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from execrl.registry import Registry
 from execrl.tasks.errors import FieldError, SuiteError, TaskValidationError
 from execrl.tasks.schema import Task
 from execrl.tasks.serialize import task_problems
@@ -41,7 +42,13 @@ class SuiteInfo:
     description: str = ""
 
 
-_SUITES: dict[str, Suite] = {}
+_SUITES: Registry[Suite] = Registry(
+    "task suite",
+    plural="suites",
+    duplicate_error=SuiteError,
+    unknown_error=SuiteError,
+    remove_hint="unregister_suite",
+)
 _builtins_loaded = False
 
 
@@ -56,20 +63,18 @@ def register_suite(
     _ensure_builtins()
     if not name or not name.replace("_", "").replace("-", "").isalnum():
         raise SuiteError(f"suite name {name!r} must be non-empty letters, digits, '-' or '_'")
-    if name in _SUITES:
-        raise SuiteError(f"suite {name!r} is already registered; pick another name or unregister_suite first")
     unknown = [s for s in splits if s not in ALL_SPLITS]
     if unknown or not splits:
         raise SuiteError(
             f"suite {name!r}: splits must be a non-empty subset of {ALL_SPLITS}, got {list(splits)}"
         )
-    _SUITES[name] = Suite(name, builder, tuple(splits), description)
+    _SUITES.add(name, Suite(name, builder, tuple(splits), description))  # a taken name raises SuiteError
 
 
 def unregister_suite(name: str) -> None:
     """Remove a suite (tests and users replacing a built-in); unknown names raise."""
-    _get(name)
-    del _SUITES[name]
+    _ensure_builtins()
+    _SUITES.remove(name)
 
 
 def _load_builtin_generators() -> dict[str, SuiteBuilder]:
@@ -94,24 +99,23 @@ def _ensure_builtins() -> None:
     _builtins_loaded = True
     from execrl.tasks import humaneval
 
-    _SUITES["humaneval"] = Suite(
-        "humaneval", humaneval.build, ("test",), "HumanEval (164 problems, OpenAI): evaluation only"
+    _SUITES.add(
+        "humaneval",
+        Suite("humaneval", humaneval.build, ("test",), "HumanEval (164 problems, OpenAI): evaluation only"),
     )
     for name, builder in _load_builtin_generators().items():
         doc = (getattr(builder, "__doc__", None) or "").strip().splitlines()
-        _SUITES[name] = Suite(name, builder, ALL_SPLITS, doc[0] if doc else "built-in generator")
+        _SUITES.add(name, Suite(name, builder, ALL_SPLITS, doc[0] if doc else "built-in generator"))
 
 
 def _get(name: str) -> Suite:
     _ensure_builtins()
-    if name not in _SUITES:
-        raise SuiteError(f"unknown task suite {name!r}; known suites: {', '.join(sorted(_SUITES))}")
-    return _SUITES[name]
+    return _SUITES.get(name)
 
 
 def suite_names() -> list[str]:
     _ensure_builtins()
-    return sorted(_SUITES)
+    return _SUITES.names()
 
 
 def suite_splits(name: str) -> tuple[str, ...]:

@@ -19,7 +19,9 @@ written when a task has some, so files of tasks without an audit split are uncha
 
 Parsing never stops at the first problem: it collects ``(field, message)`` pairs for the whole row so a
 user fixes a file in one pass. Unknown keys are errors (a typo such as ``hiden_tests`` would otherwise
-silently drop every hidden test). JSON has no tuples, so ``CallTest.args`` comes back as a tuple and
+silently drop every hidden test). Tests are parsed by ``execrl.sandbox.serialize.build_case``, the same
+schema as sandbox requests (one parser: the two used to disagree on whether ``name`` is required); a test's
+``name`` may be omitted and defaults to ``test_<index>``. JSON has no tuples, so ``CallTest.args`` comes back as a tuple and
 ``expected`` as a list; the sandbox compares lists and tuples as equal.
 """
 
@@ -27,12 +29,11 @@ from __future__ import annotations
 
 import json
 import keyword
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, fields
 from typing import Any, get_args
 
-from execrl.sandbox.types import CallTest, CodeTest, CompareMode, IOTest, TestCase
+from execrl.sandbox.types import CallTest, CodeTest, IOTest, TestCase
 from execrl.tasks.errors import FieldError, TaskValidationError
 from execrl.tasks.schema import (
     ChatMessage,
@@ -117,44 +118,65 @@ def _object(value: Any, path: str, problems: list[Problem]) -> FieldReader | Non
     return FieldReader(value, path, problems)
 
 
-def _parse_test(value: Any, path: str, problems: list[Problem]) -> TestCase | None:
-    row = _object(value, path, problems)
-    if row is None:
+def _parse_test(value: Any, path: str, index: int, problems: list[Problem]) -> TestCase | None:
+    """One test through the sandbox's schema (the only parser of test cases), its errors worded for files.
+
+    A test's ``name`` defaults to ``test_<index>`` (its place in its list), as in sandbox requests.
+    """
+    from pydantic import ValidationError  # lazy: importing pydantic costs ~0.2 s of `import execrl.tasks`
+
+    from execrl.sandbox.serialize import build_case, find_unencodable
+
+    bad = find_unencodable(value, path)
+    if bad is not None:
+        problems.append((bad, "string is not valid Unicode (lone surrogate)"))
         return None
-    tag = row.choice("type", tuple(TEST_TYPES))
-    if tag is None:
+    try:
+        return build_case(value, index=index)
+    except ValidationError as exc:
+        problems += [_worded(dict(err), value, path) for err in exc.errors(include_url=False)]
         return None
-    cls = TEST_TYPES[tag]
-    row.no_unknown(("type", *(f.name for f in fields(cls))))
-    before = len(problems)
-    name = row.get("name", "str")
-    if tag == "code":
-        out: TestCase = CodeTest(name=name, code=row.get("code", "str"))
-    elif tag == "call":
-        out = CallTest(
-            name=name,
-            entry_point=row.get("entry_point", "str"),
-            args=tuple(row.get("args", "list", default=[]) or ()),
-            kwargs=dict(row.get("kwargs", "object", default={}) or {}),
-            expected=row.get("expected", "any", default=None),
-            rel_tol=row.get("rel_tol", "float", default=1e-6),
-            abs_tol=row.get("abs_tol", "float", default=1e-9),
-        )
-    else:
-        out = IOTest(
-            name=name,
-            stdin=row.get("stdin", "str", default=""),
-            expected_stdout=row.get("expected_stdout", "str"),
-            compare=row.choice("compare", get_args(CompareMode), default="whitespace"),
-            rel_tol=row.get("rel_tol", "float", default=1e-6),
-            abs_tol=row.get("abs_tol", "float", default=1e-9),
-        )
-    return out if len(problems) == before else None
+
+
+_PYDANTIC_KINDS = {
+    "string_type": "str",
+    "int_type": "int",
+    "float_type": "float",
+    "bool_type": "bool",
+    "list_type": "list",
+    "dict_type": "object",
+}
+
+
+def _worded(err: dict[str, Any], value: Any, path: str) -> Problem:
+    """A pydantic error on one test as a task-file problem (``missing``, ``expected str, got int``...)."""
+    from execrl.sandbox.serialize import CASE_MODELS
+
+    kind, got, loc = err["type"], err.get("input"), err["loc"]
+    if kind == "model_attributes_type":
+        return path, f"expected object, got {_type_name(got)}"
+    if kind == "union_tag_not_found":
+        return f"{path}.type", "missing"
+    if kind == "union_tag_invalid":
+        return f"{path}.type", f"must be one of {list(CASE_MODELS)}, got {value['type']!r}"
+    field = path + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc[1:])
+    model_fields = CASE_MODELS[loc[0]].model_fields  # loc[0] is the union member's tag
+    if kind == "missing":
+        return field, "missing"
+    if kind == "extra_forbidden":
+        return field, f"unknown field (known: {', '.join(model_fields)})"
+    if loc[-1] in ("rel_tol", "abs_tol"):
+        return field, f"must be a finite number >= 0, got {got!r}"
+    if kind in _PYDANTIC_KINDS:
+        return field, f"expected {_PYDANTIC_KINDS[kind]}, got {_type_name(got)}"
+    if kind == "literal_error":
+        return field, f"must be one of {list(get_args(model_fields[loc[-1]].annotation))}, got {got!r}"
+    return field, str(err["msg"])
 
 
 def _parse_tests(row: FieldReader, key: str) -> tuple[TestCase, ...]:
     items = row.get(key, "list", default=[]) or []
-    parsed = [_parse_test(item, f"{key}[{i}]", row.problems) for i, item in enumerate(items)]
+    parsed = [_parse_test(item, f"{key}[{i}]", i, row.problems) for i, item in enumerate(items)]
     return tuple(t for t in parsed if t is not None)
 
 
@@ -268,22 +290,6 @@ def identifier_problem(name: object) -> str | None:
     return None
 
 
-def _tolerance_problems(test: TestCase, path: str) -> list[Problem]:
-    out: list[Problem] = []
-    for key in ("rel_tol", "abs_tol"):
-        value = getattr(test, key, None)
-        if value is not None and not _finite_non_negative(value):
-            out.append((f"{path}.{key}", f"must be a finite number >= 0, got {value!r}"))
-    return out
-
-
-def _finite_non_negative(value: float) -> bool:
-    try:
-        return math.isfinite(value) and value >= 0
-    except OverflowError:  # an int too large for a float
-        return False
-
-
 def _test_problems(task: Task) -> list[Problem]:
     problems: list[Problem] = []
     for key in ("visible_tests", "hidden_tests", "audit_tests"):
@@ -293,7 +299,7 @@ def _test_problems(task: Task) -> list[Problem]:
                 problems.append((f"{key}[{i}].name", f"duplicate test name {test.name!r}"))
             if isinstance(test, CallTest) and (why := identifier_problem(test.entry_point)):
                 problems.append((f"{key}[{i}].entry_point", why))
-            problems += _tolerance_problems(test, f"{key}[{i}]")
+            _parse_test(_test_to_dict(test), f"{key}[{i}]", i, problems)  # would it load back?
     return problems
 
 

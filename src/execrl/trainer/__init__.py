@@ -35,7 +35,6 @@ _EXPORTS: dict[str, str] = {
     "needs_reference": "config",
     "LOSS_AGGREGATIONS": "config",
     "KL_ESTIMATORS": "config",
-    "Registry": "registry",
     # advantages
     "ADVANTAGE_ESTIMATORS": "advantages",
     "compute_advantages": "advantages",

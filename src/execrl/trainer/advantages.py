@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from execrl.trainer.registry import Registry
+from execrl.registry import Registry
 
 AdvantageEstimator = Callable[..., Tensor]
 ADVANTAGE_ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimator")

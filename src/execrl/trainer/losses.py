@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from execrl.registry import Registry
 from execrl.trainer.config import LOSS_AGGREGATIONS, TrainerConfig
-from execrl.trainer.registry import Registry
 
 LOG_RATIO_CLAMP = 20.0  # exp(20) ~ 4.9e8: keeps the ratio finite, as verl does
 

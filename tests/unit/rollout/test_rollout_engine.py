@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hf_reference import hf_greedy
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from execrl.rollout import (
@@ -14,7 +15,6 @@ from execrl.rollout import (
     register_engine,
     teacher_forced_logprobs,
 )
-from execrl.rollout.hf_engine import left_pad
 from execrl.rollout.models import tiny_model
 
 # Different lengths so the batch is left-padded; ids are plain vocabulary tokens.
@@ -30,16 +30,9 @@ def test_greedy_matches_transformers_generate_token_for_token(
 ) -> None:
     engine = _engine(peaked_model, tokenizer)
     batch = engine.generate(PROMPTS, SamplingParams(samples_per_prompt=1, max_new_tokens=12, temperature=0.0))
-    input_ids, attention_mask, _ = left_pad(PROMPTS, engine.pad_token_id)
-    with torch.no_grad():
-        reference = peaked_model.generate(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            do_sample=False,
-            max_new_tokens=12,
-            eos_token_id=engine.eos_token_ids,
-            pad_token_id=engine.pad_token_id,
-        )[:, input_ids.shape[1] :]
+    reference = hf_greedy(
+        peaked_model, engine, PROMPTS, max_new_tokens=12, eos_token_ids=engine.eos_token_ids
+    )
     for row in range(len(PROMPTS)):
         ours = batch.completion_token_ids(row)
         assert ours == reference[row, : len(ours)].tolist()
@@ -115,16 +108,8 @@ def test_greedy_with_early_stops_matches_transformers_generate(tokenizer: PreTra
             samples_per_prompt=1, max_new_tokens=20, temperature=0.0, stop_token_ids=FREQUENT_STOPS
         ),
     )
-    input_ids, attention_mask, _ = left_pad(SMALL_PROMPTS, engine.pad_token_id)
-    with torch.no_grad():
-        reference = model.generate(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            do_sample=False,
-            max_new_tokens=20,
-            eos_token_id=sorted(set(engine.eos_token_ids) | set(stops)),
-            pad_token_id=engine.pad_token_id,
-        )[:, input_ids.shape[1] :]
+    eos = sorted(set(engine.eos_token_ids) | set(stops))
+    reference = hf_greedy(model, engine, SMALL_PROMPTS, max_new_tokens=20, eos_token_ids=eos)
     assert "stop" in batch.finish_reasons
     for row in range(len(SMALL_PROMPTS)):
         ours = batch.completion_token_ids(row)
@@ -263,9 +248,7 @@ def test_engine_registry(flat_model: PreTrainedModel, tokenizer: PreTrainedToken
     assert isinstance(create_engine("hf", model=flat_model, tokenizer=tokenizer), HFEngine)
     generic = create_engine("hf-generic", model=flat_model, tokenizer=tokenizer)
     assert isinstance(generic, HFEngine) and generic.shared_prompt_decode is False
-    with pytest.raises(
-        ValueError, match=r"unknown rollout engine 'nope'; known engines: \['hf', 'hf-generic'"
-    ):
+    with pytest.raises(ValueError, match=r"unknown rollout engine 'nope'; known engines: hf, hf-generic"):
         create_engine("nope", model=flat_model, tokenizer=tokenizer)
     with pytest.raises(ValueError, match="rollout engine 'vllm' is not available"):
         create_engine("vllm", model=flat_model, tokenizer=tokenizer)

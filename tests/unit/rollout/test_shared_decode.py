@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hf_reference import hf_greedy
 from transformers import (
     GPT2Config,
     GPT2LMHeadModel,
@@ -46,6 +47,24 @@ def test_shared_greedy_equals_generic_greedy_on_long_completions(tokenizer: PreT
     shared, generic = _both(model, tokenizer, params)
     assert torch.equal(shared.completion_ids, generic.completion_ids)
     torch.testing.assert_close(shared.logprobs, generic.logprobs, rtol=1e-5, atol=1e-5)
+
+
+def test_shared_decoder_matches_the_stock_transformers_forward(tokenizer: PreTrainedTokenizerBase) -> None:
+    """Regression guard for transformers upgrades: the decoder re-implements the Llama layer forward
+    (pyproject caps ``transformers`` for this reason), so its greedy tokens must equal ``model.generate``
+    and its log-probs the stock teacher-forced forward, with the shared path really taken."""
+    model = tiny_model(seed=2, init_std=0.5)
+    engine = HFEngine(model, tokenizer, shared_prompt_decode=True)
+    samples_per_prompt, max_new_tokens = 2, 16
+    params = SamplingParams(
+        samples_per_prompt=samples_per_prompt, max_new_tokens=max_new_tokens, temperature=0.0, ignore_eos=True
+    )
+    batch = engine.generate(PROMPTS, params)
+    reference = hf_greedy(model, engine, PROMPTS, max_new_tokens=max_new_tokens)
+    assert engine.shared_prompt_decode is True
+    for row in range(len(PROMPTS) * samples_per_prompt):
+        assert batch.completion_token_ids(row) == reference[row // samples_per_prompt].tolist()
+    assert logprob_mismatch(model, batch) < 1e-4
 
 
 def test_llama_is_supported_and_default() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -89,12 +88,7 @@ def test_reference_must_also_pass_visible_tests() -> None:
     assert report.tasks[0].visible == "failed: wrong_answer: example_0" and not report.ok
 
 
-def _has_sandbox() -> bool:
-    return hasattr(importlib.import_module("execrl.sandbox"), "default_sandbox")
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _has_sandbox(), reason="execrl.sandbox.default_sandbox is not available yet")
 def test_real_reward_path_on_a_few_humaneval_tasks() -> None:
     """End to end through execrl.rewards.score_batch and the sandbox (a handful of tasks)."""
     tasks = load_suite("humaneval", "test")[:3]

@@ -66,7 +66,6 @@ def test_check_refuses_train_split_of_humaneval(capsys: pytest.CaptureFixture[st
 def test_check_imported_file_through_the_real_reward_path(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("execrl.rewards")
     dest = tmp_path / "cc.jsonl"
     assert main(["tasks", "import", "codecontests", str(FIXTURES / "codecontests.jsonl"), str(dest)]) == 0
     capsys.readouterr()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -176,3 +177,44 @@ def test_task_without_audit_tests_writes_no_audit_key() -> None:
     assert task_to_dict(_tasks()[0])["audit_tests"] == [
         {"type": "code", "name": "a0", "code": "assert add(5, 5) == 10"}
     ]
+
+
+def test_test_name_defaults_to_its_index_as_in_sandbox_requests() -> None:
+    """Regression: task files required a test ``name`` while sandbox requests defaulted it (two parsers)."""
+    from execrl.sandbox.serialize import case_from_dict
+
+    data = task_to_dict(_tasks()[1])
+    raw = {"type": "io", "stdin": "3\n", "expected_stdout": "3\n"}
+    data["hidden_tests"] = [data["hidden_tests"][0], raw]
+    task = task_from_dict(data)
+    assert task.hidden_tests[1] == IOTest("test_1", "3\n", "3\n") == case_from_dict(raw, index=1)
+
+
+def test_test_errors_are_worded_for_task_files() -> None:
+    data = task_to_dict(_tasks()[0])
+    data["hidden_tests"] = [
+        {"type": "code", "name": 3, "code": "pass", "cmd": "x"},
+        {"type": "io", "expected_stdout": "1", "compare": "fuzzy"},
+        {"type": "call", "entry_point": "add", "args": "1, 2", "abs_tol": "0.1"},
+        ["not", "an", "object"],
+        {"name": "untyped"},
+    ]
+    with pytest.raises(TaskValidationError) as info:
+        task_from_dict(data)
+    assert [(e.field, e.message) for e in info.value.errors] == [
+        ("hidden_tests[0].name", "expected str, got int"),
+        ("hidden_tests[0].cmd", "unknown field (known: type, name, code)"),
+        ("hidden_tests[1].compare", "must be one of ['exact', 'whitespace', 'float'], got 'fuzzy'"),
+        ("hidden_tests[2].args", "expected list, got str"),
+        ("hidden_tests[2].abs_tol", "must be a finite number >= 0, got '0.1'"),
+        ("hidden_tests[3]", "expected object, got list"),
+        ("hidden_tests[4].type", "missing"),
+    ]
+
+
+def test_save_refuses_a_test_that_would_not_load_back(tmp_path: Path) -> None:
+    """A tolerance the parser refuses is refused on save too (the check is the parser itself)."""
+    bad = dataclasses.replace(_tasks()[1], hidden_tests=(IOTest("h0", "1\n", "1\n", rel_tol=float("nan")),))
+    with pytest.raises(TaskValidationError, match=r"hidden_tests\[0\]\.rel_tol.*finite number >= 0, got nan"):
+        save_tasks([bad], tmp_path / "t.jsonl")
+    assert not (tmp_path / "t.jsonl").exists()

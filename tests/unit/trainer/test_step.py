@@ -14,7 +14,6 @@ from execrl.trainer.batching import microbatch_rows, minibatch_rows
 from execrl.trainer.config import TrainerConfig, needs_reference
 from execrl.trainer.logprobs import Critic, ValueHead, compute_logprobs, policy_forward
 from execrl.trainer.losses import POLICY_LOSSES, PolicyLossOutput
-from execrl.trainer.registry import Registry
 from execrl.trainer.step import (
     TrainBatch,
     build_optimizer,
@@ -244,17 +243,6 @@ def test_user_registered_policy_loss_is_used_by_the_update(tiny_lm, batch):
         policy_update(
             tiny_lm, build_optimizer(tiny_lm, config), None, batch, TrainerConfig(policy_loss="nope")
         )
-
-
-def test_registry_behaviour():
-    registry: Registry[object] = Registry("widget")
-    registry.register("a")(len)
-    with pytest.raises(ValueError, match="widget 'a' is already registered"):
-        registry.register("a")(len)
-    with pytest.raises(KeyError, match="unknown widget 'b'; known: a"):
-        registry.get("b")
-    with pytest.raises(ValueError, match="non-empty string"):
-        registry.register("")
 
 
 def test_entropy_enters_autograd_only_when_asked(tiny_lm):

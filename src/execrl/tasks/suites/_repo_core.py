@@ -1,6 +1,7 @@
 """Repository tasks: a small multi-module project in which one function must be written, fixed or changed.
 
-A ``Project`` is its files in their final (correct) state; each ``Target`` names one function and gives the
+A ``Project`` is its files in their final (correct) state, read from the package's
+``repository-projects/<name>/project/`` directory; each ``Target`` names one function and gives the
 variants needed to make tasks from it: ``implement`` (the body is missing), ``fix`` (a buggy body is there)
 and, where ``old`` is given, ``change`` (an older behaviour must be changed as ``change_request`` says).
 The hidden tests run every test function of the project, so a candidate that passes its function's own
@@ -10,9 +11,12 @@ test but breaks a caller (the ``wrong`` variant) loses reward: that is the point
 from __future__ import annotations
 
 import ast
+import dataclasses
+import importlib.resources
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 
 from execrl.sandbox.types import CodeTest
 from execrl.tasks.schema import CodeSpec, Split, Task, TaskMetadata
@@ -21,17 +25,22 @@ from execrl.tasks.suites._common import fence, task_id
 KINDS = ("implement", "fix", "change")
 
 
+PROJECTS_DIR = "repository-projects"  # package data next to this module; not importable (the hyphen)
+VARIANTS = ("wrong", "buggy", "old")
+
+
 @dataclass(frozen=True)
 class Target:
     module: str  # path of the module holding the function, e.g. "shop/money.py"
     function: str
     description: str  # what the function must do, as a sentence
-    wrong: str  # a version that passes its own tests but breaks a caller
-    buggy: str  # a version that fails its own tests (the starter of a ``fix`` task)
     own_tests: tuple[str, ...]  # "tests/test_money.py::test_to_cents"
-    old: str = ""  # an older version (the starter of a ``change`` task); empty for no change task
-    change_request: str = ""
+    change_request: str = ""  # with an ``old`` variant: what the ``change`` task asks for
     difficulty: int = 2
+    # Read by ``load_project`` from ``variants/<function>/<variant>.py``:
+    wrong: str = ""  # a version that passes its own tests but breaks a caller
+    buggy: str = ""  # a version that fails its own tests (the starter of a ``fix`` task)
+    old: str = ""  # an older version (the starter of a ``change`` task); empty for no change task
 
 
 @dataclass(frozen=True)
@@ -42,13 +51,54 @@ class Project:
 
 
 def project_files(files: Mapping[str, str]) -> dict[str, str]:
-    """Dedent each file and add the ``__init__.py`` of every package directory."""
-    out = {path: textwrap.dedent(text).lstrip("\n") for path, text in files.items()}
+    """``files`` plus the ``__init__.py`` of every package directory (not kept on disk: an ``__init__.py``
+    there would make setuptools take the data directory for a package)."""
+    out = dict(files)
     for path in list(out):
         parts = path.split("/")[:-1]
         for depth in range(1, len(parts) + 1):
             out.setdefault("/".join(parts[:depth]) + "/__init__.py", "")
     return out
+
+
+def _read_tree(root: Traversable, prefix: str = "") -> dict[str, str]:
+    """Every file under ``root`` as ``{relative/path: text}`` (bytecode caches skipped)."""
+    out: dict[str, str] = {}
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        if entry.name == "__pycache__":
+            continue
+        path = f"{prefix}{entry.name}"
+        if entry.is_dir():
+            out |= _read_tree(entry, f"{path}/")
+        else:
+            out[path] = entry.read_text(encoding="utf-8")
+    return out
+
+
+def load_project(name: str, targets: tuple[Target, ...], *, root: Traversable | None = None) -> Project:
+    """Project ``name`` from the package's files, each target given its variants from ``variants/``.
+
+    ``root`` (tests) replaces the package's ``repository-projects`` directory. A target without
+    ``wrong.py`` or ``buggy.py``, or with ``old.py`` but no change request (or the reverse), or a variant
+    file no target claims, raises ``ValueError`` naming the file.
+    """
+    if root is None:
+        root = importlib.resources.files("execrl.tasks.suites").joinpath(PROJECTS_DIR)
+    base = root.joinpath(name)
+    variants = _read_tree(base.joinpath("variants"))
+    claimed = {f"{t.function}/{kind}.py" for t in targets for kind in VARIANTS}
+    if stray := sorted(set(variants) - claimed):
+        raise ValueError(f"{PROJECTS_DIR}/{name}/variants: {stray} belong to no target")
+    loaded = []
+    for target in targets:
+        code = {kind: variants.get(f"{target.function}/{kind}.py", "") for kind in VARIANTS}
+        where = f"{PROJECTS_DIR}/{name}/variants/{target.function}"
+        if not code["wrong"] or not code["buggy"]:
+            raise ValueError(f"{where}: wrong.py and buggy.py are required")
+        if bool(code["old"]) != bool(target.change_request):
+            raise ValueError(f"{where}: old.py and a change_request go together")
+        loaded.append(dataclasses.replace(target, wrong=code["wrong"], buggy=code["buggy"], old=code["old"]))
+    return Project(name, _read_tree(base.joinpath("project")), tuple(loaded))
 
 
 def _function_span(source: str, name: str, where: str) -> tuple[int, int]:

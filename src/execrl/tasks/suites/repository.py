@@ -8,26 +8,31 @@ function's own. Each wrong answer passes the function's own tests but breaks a c
 was expected, a renamed or now-required parameter, a mutated argument, a swallowed exception), which is
 exactly the failure that per-function unit tests cannot see.
 
-The seed only decides which tasks are held out for ``test`` (the projects are hand-written).
+The seed only decides which tasks are held out for ``test`` (the projects are hand-written). The projects
+are real files in the package (``repository-projects/<name>/project/`` and ``.../variants/``), so ruff and
+the tests read them; their targets are listed in ``_repo_targets``.
 """
 
 from __future__ import annotations
 
+import functools
+
 from execrl.tasks.schema import Task
 from execrl.tasks.suites._common import check_split, split_pool
-from execrl.tasks.suites._repo_core import Project, Target, build_repo_task
-from execrl.tasks.suites._repo_projects_a import SHOP, TEXTSTATS
-from execrl.tasks.suites._repo_projects_b import GRADES, WAREHOUSE
-from execrl.tasks.suites._repo_projects_c import CONF, LEDGER, LIBRARY
-from execrl.tasks.suites._repo_tracker import TRACKER
+from execrl.tasks.suites._repo_core import Project, Target, build_repo_task, load_project
+from execrl.tasks.suites._repo_targets import TARGETS
 
-PROJECTS: tuple[Project, ...] = (SHOP, TEXTSTATS, TRACKER, GRADES, WAREHOUSE, CONF, LEDGER, LIBRARY)
+
+@functools.cache
+def projects() -> tuple[Project, ...]:
+    """The eight projects, read from the package's files on first use (not at import)."""
+    return tuple(load_project(name, targets) for name, targets in TARGETS.items())
 
 
 def _pool() -> list[tuple[Project, Target, str, int]]:
     """(project, target, kind, index within the project) for every task, in a fixed order."""
     pool = []
-    for project in PROJECTS:
+    for project in projects():
         index = 0
         for target in project.targets:
             for kind in ("implement", "fix", "change"):

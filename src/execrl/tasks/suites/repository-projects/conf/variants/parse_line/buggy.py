@@ -1,0 +1,3 @@
+def parse_line(line: str) -> tuple[str, str] | None:
+    key, _, value = line.partition("=")
+    return key.strip(), value.strip()

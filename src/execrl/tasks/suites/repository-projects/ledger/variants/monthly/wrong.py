@@ -1,0 +1,5 @@
+def monthly(entries: list[tuple[str, str, int]]) -> dict[str, int]:
+    out = {}
+    for date, _, cents in entries:
+        out[date[:7]] = out.get(date[:7], 0.0) + cents
+    return out

@@ -1,0 +1,2 @@
+def parse_amount(text: str) -> int:
+    return int(float(text) * 100)

@@ -1,0 +1,2 @@
+def normalize_isbn(text: str) -> str:
+    return text.replace("-", "")

@@ -1,0 +1,2 @@
+def normalize_isbn(text: str) -> str:
+    return "".join(ch for ch in text if ch.isdigit())

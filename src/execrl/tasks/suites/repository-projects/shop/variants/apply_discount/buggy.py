@@ -1,0 +1,2 @@
+def apply_discount(total_cents: int, percent: int) -> int:
+    return total_cents * percent // 100

@@ -1,0 +1,2 @@
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in text.split(".") if s.strip()]

@@ -1,0 +1,2 @@
+def words(text: str) -> list[str]:
+    return text.split()
