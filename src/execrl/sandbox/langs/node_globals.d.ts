@@ -1,0 +1,20 @@
+// Node's globals and I/O modules as `any`, for TypeScript programs compiled in execrl's sandbox: Debian
+// ships no @types/node (execrl/sandbox/langs/node.py).
+declare var require: any;
+declare var process: any;
+declare var module: any;
+declare var exports: any;
+declare var Buffer: any;
+declare var __dirname: string;
+declare var __filename: string;
+declare module "fs";
+declare module "readline";
+declare module "assert";
+declare module "util";
+declare module "os";
+declare module "path";
+declare module "node:fs";
+declare module "node:readline";
+declare module "node:assert";
+declare module "node:util";
+declare module "node:process";
