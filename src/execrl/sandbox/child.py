@@ -334,19 +334,24 @@ def exec_program(
     limits: dict[str, Any],
     env: dict[str, str] | None = None,
     rec_fd: int | None = None,
+    merge_stderr: bool = False,
 ) -> NoReturn:
-    """Exec a compiler or a program; with ``stdout_fd`` both stdout and stderr go there. ``env`` is
+    """Exec a compiler or a program, its stdout to ``stdout_fd`` when given, and its stderr there too
+    with ``merge_stderr`` (a compiler's diagnostics; a program's stderr never mixes into the stdout a
+    test judges). ``env`` is
     added to the sandbox's environment (a compiler's cache directory); ``rec_fd`` becomes fd
     ``RECORD_FD`` of the program (a call harness in another language writes its records there)."""
     try:
         try:
-            keep = ({stdout_fd} if stdout_fd is not None else set()) | ({rec_fd} if rec_fd is not None else set())
+            keep = ({stdout_fd} if stdout_fd is not None else set()) | (
+                {rec_fd} if rec_fd is not None else set()
+            )
             _prelude(keep, stdin, stdout_fd, cpu_left_s, limits)
             if rec_fd is not None:
                 _move_fd(rec_fd, RECORD_FD)
         except BaseException as exc:  # noqa: BLE001
             _prelude_failed(exc)
-        if stdout_fd is not None:
+        if stdout_fd is not None and merge_stderr:
             os.dup2(1, 2)
         for sig in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)

@@ -202,14 +202,20 @@ class Harness:
             finally:
                 os.close(fd)
 
-    def run_exec(self, argv: list[str], stdin: bytes, capture: bool, limit: int, deadline: float) -> Outcome:
-        """Fork ``C`` and exec ``argv`` (compiler or compiled program), stdout captured when asked."""
+    def run_exec(
+        self, argv: list[str], stdin: bytes, capture: bool, limit: int, deadline: float, merge: bool = False
+    ) -> Outcome:
+        """Fork ``C`` and exec ``argv`` (compiler or compiled program), stdout captured when asked (and
+        stderr with it when ``merge``: the compiler's diagnostics)."""
         out_r, out_w = os.pipe() if capture else (-1, -1)
         buffer = bytearray()
 
         def target() -> NoReturn:
             out = out_w if capture else None
-            child.exec_program(argv, stdin, out, self.cpu_left_s(), self.job["limits"], self.job["language"]["env"])
+            env = self.job["language"]["env"]
+            child.exec_program(
+                argv, stdin, out, self.cpu_left_s(), self.job["limits"], env, merge_stderr=merge
+            )
 
         pid = self.fork(target)
         readers: dict[int, Callable[[bytes], bool]] = {}
@@ -247,7 +253,7 @@ class Harness:
         deadline = min(self.deadline, time.monotonic() + float(language["compile_timeout_s"]))
         budget = self.cpu_budget_s
         self.cpu_budget_s = float(language["compile_timeout_s"])
-        outcome = self.run_exec(language["compile"], b"", True, COMPILE_OUTPUT_BYTES, deadline)
+        outcome = self.run_exec(language["compile"], b"", True, COMPILE_OUTPUT_BYTES, deadline, merge=True)
         self.cpu_budget_s, self.cpu_used_s = budget, 0.0
         self.deadline = time.monotonic() + float(self.job["limits"]["timeout_s"])
         ok = outcome.exit_code == 0 and not outcome.wall_limit

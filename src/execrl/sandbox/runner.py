@@ -78,7 +78,9 @@ def build_job(request: ExecutionRequest, language: Language) -> bytes:
     support = language.support_files(with_call)
     clash = sorted(set(support) & ({program_path} | set(request.files)))
     if clash:
-        raise InvalidRequestError(f"files: {clash[0]!r} is a file the {language.name} harness writes; rename it")
+        raise InvalidRequestError(
+            f"files: {clash[0]!r} is a file the {language.name} harness writes; rename it"
+        )
     job = {
         "language": language.job_spec(program_path, limits, with_call),
         "program": request.program,

@@ -6,10 +6,12 @@
 // "value" | "error" | "unserializable" | "too_large", ...}. Records carry returned values only: expected
 // values never enter the sandbox, and the sandbox's harness validates every line (harness.GroupState).
 import java.io.File;
+import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.lang.reflect.Constructor;
+import java.lang.reflect.Field;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
@@ -22,8 +24,8 @@ import java.util.Map;
 public final class ExecrlCall {
     private static FileOutputStream records;
 
-    public static void main(String[] argv) throws IOException {
-        records = new FileOutputStream("/proc/self/fd/3");
+    public static void main(String[] argv) throws IOException, ReflectiveOperationException {
+        records = recordStream();
         String[] lines = readAll(System.in).split("\n");
         long maxBytes = ((Number) ((Map<?, ?>) ExecrlJson.parse(lines[0])).get("max_bytes")).longValue();
         List<Class<?>> classes = new ArrayList<>();
@@ -50,6 +52,16 @@ public final class ExecrlCall {
         }
         System.out.flush();
         System.exit(0);
+    }
+
+    /** fd 3 as a stream. Reopening ``/proc/self/fd/3`` is refused (the pipe belongs to the sandbox's
+     * harness uid), so the descriptor is wrapped as it is, which needs ``--add-opens java.base/java.io``. */
+    private static FileOutputStream recordStream() throws ReflectiveOperationException {
+        FileDescriptor descriptor = new FileDescriptor();
+        Field field = FileDescriptor.class.getDeclaredField("fd");
+        field.setAccessible(true);
+        field.setInt(descriptor, 3);
+        return new FileOutputStream(descriptor);
     }
 
     private static String readAll(InputStream in) throws IOException {

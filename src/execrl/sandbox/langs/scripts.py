@@ -10,5 +10,7 @@ PYTHON = register_language(
 
 # Bash: stdin/stdout tests only (a function-call harness would need a value encoding Bash does not have).
 BASH = register_language(
-    Language("bash", "binary", "main.sh", frozenset({"io"}), run_argv=("/bin/bash", "{source}"), package="bash")
+    Language(
+        "bash", "binary", "main.sh", frozenset({"io"}), run_argv=("/bin/bash", "{source}"), package="bash"
+    )
 )
