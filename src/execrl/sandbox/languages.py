@@ -174,4 +174,26 @@ def available_languages() -> list[str]:
     return [name for name in sorted(_LANGUAGES) if not _LANGUAGES[name].missing()]
 
 
+def describe_languages() -> list[dict[str, Any]]:
+    """Every registered language as plain data (``execrl sandbox languages``, benchmarks): availability
+    on this host, the Debian package, test kinds, default compile limit and limit floors."""
+    rows = []
+    for name in sorted(_LANGUAGES):
+        language = _LANGUAGES[name]
+        missing = language.missing()
+        rows.append(
+            {
+                "name": name,
+                "available": not missing,
+                "missing": missing,
+                "package": language.package,
+                "test_kinds": sorted(language.test_kinds),
+                "compile_timeout_s": language.compile_limit_s(None),
+                "min_memory_mb": language.min_memory_mb,
+                "min_processes": language.min_processes,
+            }
+        )
+    return rows
+
+
 from execrl.sandbox import langs  # noqa: E402, F401 - registers the built-in languages
