@@ -125,9 +125,11 @@ class Solution {
         CallTest("half", "half", (3,), expected=1.5),
         CallTest("first", "first", ("xyz",), expected="x"),
         CallTest("mismatch", "half", ("text",), expected=1.0),
+        CallTest("overflow", "Solution.pairs", ([2**40], {"k": 1}), expected=[[0, 1]]),
     )
     verdicts = run(sandbox, "java", program, *tests)
-    assert verdicts == [Verdict.PASSED, Verdict.PASSED, Verdict.PASSED, Verdict.RUNTIME_ERROR]
+    # an argument that does not fit the parameter's type is an error, never a wrapped-around value
+    assert verdicts == [Verdict.PASSED] * 3 + [Verdict.RUNTIME_ERROR] * 2
 
 
 @pytest.mark.parametrize("language", ["javascript", "java"])

@@ -174,10 +174,10 @@ final class ExecrlJson {
             }
             return null;
         }
-        if (cls == long.class || cls == Long.class) return ((Number) integral(value)).longValue();
-        if (cls == int.class || cls == Integer.class) return Math.toIntExact(((Number) integral(value)).longValue());
-        if (cls == short.class || cls == Short.class) return (short) Math.toIntExact(((Number) integral(value)).longValue());
-        if (cls == byte.class || cls == Byte.class) return (byte) Math.toIntExact(((Number) integral(value)).longValue());
+        if (cls == long.class || cls == Long.class) return exactLong(value);
+        if (cls == int.class || cls == Integer.class) return Math.toIntExact(exactLong(value));
+        if (cls == short.class || cls == Short.class) return (short) ranged(exactLong(value), Short.MIN_VALUE, Short.MAX_VALUE);
+        if (cls == byte.class || cls == Byte.class) return (byte) ranged(exactLong(value), Byte.MIN_VALUE, Byte.MAX_VALUE);
         if (cls == double.class || cls == Double.class) return ((Number) value).doubleValue();
         if (cls == float.class || cls == Float.class) return ((Number) value).floatValue();
         if (cls == boolean.class || cls == Boolean.class) return (Boolean) value;
@@ -192,6 +192,19 @@ final class ExecrlJson {
             return text.charAt(0);
         }
         return null;
+    }
+
+    /** An integer argument as a long; one beyond long's range is an error, never wrapped around. */
+    private static long exactLong(Object value) {
+        Object number = integral(value);
+        return number instanceof BigInteger ? ((BigInteger) number).longValueExact() : (Long) number;
+    }
+
+    private static long ranged(long value, long low, long high) {
+        if (value < low || value > high) {
+            throw new ArithmeticException(value + " is out of range [" + low + ", " + high + "]");
+        }
+        return value;
     }
 
     private static Object integral(Object value) {
