@@ -45,7 +45,7 @@ def plain_once(name: str) -> float:
             with open(os.path.join(work, path), "w", encoding="utf-8") as handle:
                 handle.write(text)
         env = {**ENV, "HOME": work, "TMPDIR": work}
-        env.update({k: v.replace("/tmp", work) for k, v in spec["env"].items()})
+        env.update({k: work + v[1:] if v.startswith("./") else v for k, v in spec["env"].items()})
         start = time.perf_counter()
         if spec["compile"]:
             subprocess.run(spec["compile"], cwd=work, env=env, check=True, capture_output=True)

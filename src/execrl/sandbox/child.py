@@ -355,12 +355,20 @@ def exec_program(
             os.dup2(1, 2)
         for sig in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
-        os.execve(argv[0], argv, {**os.environ, **(env or {})})
+        os.execve(argv[0], argv, {**os.environ, **_in_workdir(env or {})})
     finally:
         os._exit(127)
 
 
 RECORD_FD = 3  # as ``languages.CALL_RECORD_FD``
+
+
+def _in_workdir(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with values starting ``./`` made absolute under the work directory (the current one): a
+    compiler's cache goes into this execution's directory under either backend (the unisolated one has
+    no private ``/tmp``)."""
+    cwd = os.getcwd()
+    return {key: f"{cwd}/{value[2:]}" if value.startswith("./") else value for key, value in env.items()}
 
 
 def _move_fd(fd: int, target: int) -> None:

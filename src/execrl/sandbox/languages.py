@@ -64,7 +64,7 @@ class Language:
     run_argv: tuple[str, ...] = ()
     compile_timeout_s: float = 0.0
     package: str = ""  # the Debian package that provides the toolchain
-    env: tuple[tuple[str, str], ...] = ()  # added to the sandbox's environment for compile and run
+    env: tuple[tuple[str, str], ...] = ()  # added for compile and run; "./x" means x in the work directory
     call: CallHarness | None = None
     min_memory_mb: int = 0
     min_processes: int = 0

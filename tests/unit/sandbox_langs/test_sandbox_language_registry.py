@@ -4,11 +4,21 @@ limit floors, argument templates, the CLI listing, and a user's own registration
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from execrl import cli
-from execrl.sandbox import ExecutionRequest, InvalidRequestError, IOTest, Limits, Sandbox, Verdict, languages
+from execrl.sandbox import (
+    ExecutionRequest,
+    InvalidRequestError,
+    IOTest,
+    Limits,
+    Sandbox,
+    SandboxConfig,
+    Verdict,
+    languages,
+)
 from execrl.sandbox.languages import Language, get_language
 
 
@@ -66,7 +76,7 @@ def test_argument_templates_and_host_resolution() -> None:
     typescript = get_language("typescript").job_spec("src/app.ts", Limits(), with_call=True)
     assert typescript["run"] == ["/usr/bin/node", "src/app.js"]
     assert typescript["call"][-1] == "src/app.js"
-    assert get_language("go").job_spec("main.go", Limits())["env"]["GOCACHE"].startswith("/tmp/")
+    assert get_language("go").job_spec("main.go", Limits())["env"]["GOCACHE"].startswith("./")  # work dir
 
 
 def test_a_user_registration_runs(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -79,3 +89,15 @@ def test_a_user_registration_runs(sandbox: Sandbox, monkeypatch: pytest.MonkeyPa
         language="sh", program="read a b\necho $((a * b))\n", tests=(IOTest("t", "6 7", "42"),)
     )
     assert sandbox.run(request).verdict is Verdict.PASSED
+
+
+def test_go_build_cache_lives_in_the_execution_work_directory(sandbox: Sandbox) -> None:
+    """Regression: GOCACHE was the absolute ``/tmp/.cache``, which under the unisolated backend (no private
+    ``/tmp``) is the host's and outlives the execution; now it is resolved in each work directory."""
+    program = 'package main\nimport ("fmt"; "os")\nfunc main() { fmt.Println(os.Getenv("GOCACHE")) }\n'
+    request = ExecutionRequest(language="go", program=program)
+    assert sandbox.run(request).stdout == "/tmp/.cache/go-build\n"
+    with Sandbox(SandboxConfig(backend="unisolated", workers=1)) as unisolated:
+        result = unisolated.run(request)
+    assert result.verdict is Verdict.PASSED, result
+    assert re.fullmatch(r".*/execrl-unisolated-[^/]+/\.cache/go-build\n", result.stdout), result.stdout

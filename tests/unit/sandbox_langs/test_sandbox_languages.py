@@ -4,7 +4,7 @@ compiler's output, run-time errors and endless loops get their verdicts."""
 from __future__ import annotations
 
 import pytest
-from programs import BROKEN, BROKEN_MARK, COMPILED, CRASH, CRASH_MARK, LANGUAGES, SPIN, SUM
+from language_programs import BROKEN, BROKEN_MARK, COMPILED, CRASH, CRASH_MARK, LANGUAGES, SPIN, SUM
 
 from execrl.sandbox import ExecutionRequest, IOTest, Limits, Sandbox, Verdict
 from execrl.sandbox.languages import available_languages, get_language, list_languages
