@@ -6,8 +6,9 @@
 # Only what the service imports is installed: aiohttp and pydantic, never torch (the sandbox, like the
 # rest of execrl's sandbox package, has no torch import). The toolchains are those the sandbox registers
 # (execrl.sandbox.languages): python (this image's own interpreter, bound read-only into every jail) and
-# g++ for cpp (compile_argv /usr/bin/g++). A test (tests/unit/deploy) keeps this list in step with the
-# registry.
+# the Debian package named by each other language's `package` (gcc, g++, rustc, golang-go,
+# default-jdk-headless, nodejs, node-typescript, bash). A test (tests/unit/deploy) keeps this list in
+# step with the registry.
 #
 # Runs as root INSIDE the container, on purpose and unavoidably: the service itself creates pid/mount/
 # ipc/uts/cgroup/network namespaces, mounts tmpfs and /proc for each jail, writes per-slot cgroups and
@@ -20,7 +21,8 @@
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends g++ \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+       gcc g++ rustc golang-go default-jdk-headless nodejs node-typescript bash \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/execrl

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install everything (Python packages into .venv, plus Debian's chromium and bubblewrap when root), then
+# Install everything (Python packages into .venv, plus Debian packages when root: chromium, bubblewrap and
+# the sandbox languages' toolchains), then
 # run the linters and the whole test suite. .ci/run calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -10,8 +10,10 @@ from pathlib import Path
 
 def _run(path: Path, rewards: list[float]) -> Path:
     path.mkdir(parents=True)
-    lines = [json.dumps({"step": i, "time_s": float(i), "reward/mean": r, "loss/policy": -r / 10})
-             for i, r in enumerate(rewards)]
+    lines = [
+        json.dumps({"step": i, "time_s": float(i), "reward/mean": r, "loss/policy": -r / 10})
+        for i, r in enumerate(rewards)
+    ]
     (path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     return path
 
@@ -20,8 +22,12 @@ def test_compare_writes_table_and_plot(tmp_path: Path) -> None:
     a = _run(tmp_path / "run-a", [0.1, 0.2, 0.3])
     b = _run(tmp_path / "run-b", [0.1, 0.4, 0.7])
     out = tmp_path / "cmp"
-    done = subprocess.run([sys.executable, "-m", "execrl.cli", "compare", str(a), str(b), "--out", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "execrl.cli", "compare", str(a), str(b), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     table = (out / "compare.md").read_text()
     assert "run-a" in table and "run-b" in table and "reward/mean" in table

@@ -54,7 +54,9 @@ def _steps_with_metrics(run_dir: Path) -> list[int]:
     return [r["step"] for r in rows if "reward/mean" in r]
 
 
-def _wait_for_checkpoint(run_dir: Path, step: int, proc: subprocess.Popen[str], timeout_s: float = 240) -> None:
+def _wait_for_checkpoint(
+    run_dir: Path, step: int, proc: subprocess.Popen[str], timeout_s: float = 240
+) -> None:
     target = run_dir / "checkpoints" / f"step_{step:06d}"
     deadline = time.monotonic() + timeout_s
     while not target.exists():
@@ -64,11 +66,17 @@ def _wait_for_checkpoint(run_dir: Path, step: int, proc: subprocess.Popen[str], 
 
 
 def test_print_config_and_bad_key(tmp_path: Path) -> None:
-    shown = subprocess.run([*EXECRL, "train", "--print-config", "rollout.samples_per_prompt=6"],
-                           capture_output=True, text=True, env=_env(), check=True)
+    shown = subprocess.run(
+        [*EXECRL, "train", "--print-config", "rollout.samples_per_prompt=6"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=True,
+    )
     assert "samples_per_prompt = 6" in shown.stdout
-    bad = subprocess.run([*EXECRL, "train", "rollout.sample_per_prompt=6"], capture_output=True, text=True,
-                         env=_env())
+    bad = subprocess.run(
+        [*EXECRL, "train", "rollout.sample_per_prompt=6"], capture_output=True, text=True, env=_env()
+    )
     assert bad.returncode == 2
     assert "rollout.sample_per_prompt" in bad.stderr and "unknown key" in bad.stderr
 
@@ -77,24 +85,41 @@ def test_print_config_and_bad_key(tmp_path: Path) -> None:
 def test_kill_mid_run_then_resume_leaves_no_gap_or_duplicate(
     tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
 ) -> None:
-    overrides = [*toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path), "run.total_steps=6",
-                 "checkpoint.every_steps=1", "eval.enabled=false"]
+    overrides = [
+        *toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path),
+        "run.total_steps=6",
+        "checkpoint.every_steps=1",
+        "eval.enabled=false",
+    ]
     proc = _start(overrides)
     run_dir = _run_dir(tmp_path)
     _wait_for_checkpoint(run_dir, 2, proc)
-    proc.send_signal(signal.SIGKILL)  # no chance to clean up: the metrics file may hold steps past the checkpoint
+    proc.send_signal(
+        signal.SIGKILL
+    )  # no chance to clean up: the metrics file may hold steps past the checkpoint
     proc.communicate()
-    resumed = subprocess.run([*EXECRL, "train", "--no-progress", "--resume", str(run_dir)], env=_env(),
-                             capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(
+        [*EXECRL, "train", "--no-progress", "--resume", str(run_dir)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert _steps_with_metrics(run_dir) == [0, 1, 2, 3, 4, 5]
     assert (run_dir / "checkpoints" / "step_000005").is_dir()
 
 
 @pytest.mark.slow
-def test_sigint_checkpoints_and_stops_cleanly(tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path) -> None:
-    overrides = [*toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path), "run.total_steps=50",
-                 "checkpoint.every_steps=100", "eval.enabled=false"]
+def test_sigint_checkpoints_and_stops_cleanly(
+    tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
+) -> None:
+    overrides = [
+        *toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path),
+        "run.total_steps=50",
+        "checkpoint.every_steps=100",
+        "eval.enabled=false",
+    ]
     proc = _start(overrides)
     run_dir = _run_dir(tmp_path)
     deadline = time.monotonic() + 240
@@ -132,10 +157,20 @@ def test_nan_loss_fires_alarm_posts_webhook_and_stops(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_port}/alarm"
     try:
-        overrides = [*toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path), "run.total_steps=8",
-                     "run.inject_nan_loss_at_step=2", f'telemetry.webhook_url="{url}"', "eval.enabled=false"]
-        done = subprocess.run([*EXECRL, "train", "--no-progress", *overrides], env=_env(), capture_output=True,
-                              text=True, timeout=600)
+        overrides = [
+            *toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path),
+            "run.total_steps=8",
+            "run.inject_nan_loss_at_step=2",
+            f'telemetry.webhook_url="{url}"',
+            "eval.enabled=false",
+        ]
+        done = subprocess.run(
+            [*EXECRL, "train", "--no-progress", *overrides],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     finally:
         server.shutdown()
         server.server_close()

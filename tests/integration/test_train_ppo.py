@@ -15,10 +15,19 @@ from execrl.recipes.ppo import train
 
 
 @pytest.mark.slow
-def test_ppo_with_value_head_trains_and_checkpoints(tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path) -> None:
-    config = load_config(None, [*toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path), "run.total_steps=3",
-                                "tasks.eval_tasks_per_suite=4", "algorithm.advantage_estimator=gae",
-                                "optim.ppo_epochs=2"])
+def test_ppo_with_value_head_trains_and_checkpoints(
+    tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
+) -> None:
+    config = load_config(
+        None,
+        [
+            *toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path),
+            "run.total_steps=3",
+            "tasks.eval_tasks_per_suite=4",
+            "algorithm.advantage_estimator=gae",
+            "optim.ppo_epochs=2",
+        ],
+    )
     outcome = train(config, progress=False)
     rows = [json.loads(x) for x in (outcome.run_dir / "metrics.jsonl").read_text().splitlines()]
     values = [r["loss/value"] for r in rows if "loss/value" in r]

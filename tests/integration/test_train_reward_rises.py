@@ -21,7 +21,11 @@ from execrl.recipes.grpo import train
 def test_grpo_reward_rises_on_toy_domain(tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path) -> None:
     config = load_config(
         None,
-        [*toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path), "run.total_steps=14", "eval.enabled=false"],
+        [
+            *toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path),
+            "run.total_steps=14",
+            "eval.enabled=false",
+        ],
     )
     outcome = train(config, progress=False)
     rows = [json.loads(line) for line in (outcome.run_dir / "metrics.jsonl").read_text().splitlines()]

@@ -38,6 +38,15 @@ trained against it would learn:
 * Compile steps are bounded by the request's ``Limits.compile_timeout_s`` in CPU and wall time (a
   source that includes one of the compiler's own descriptors blocks until then, then is a
   ``compile_error``).
+* Other languages (``langs/``: C, C++, Java, JavaScript, TypeScript, Go, Rust, Bash): compilers and
+  runtimes are ordinary programs in the same jail, as the candidate's uid, under the same limits (plus
+  a language's floors, ``Language.limits_for``); their caches and homes live in the execution's tmpfs.
+  Besides ``/usr`` the jail sees only the JDK's configuration, ``/etc/java-*-openjdk``, read-only.
+  Function-call tests in Java/JavaScript/TypeScript run the candidate in one process with a harness
+  written in that language (fd 3 carries its records): as in Python's group runs the candidate can
+  write those records itself, but a record carries a returned value only, judged by the parent
+  against expected values that never enter the sandbox, so it can claim nothing the function could
+  not have returned. ``tests/security/test_language_hazards.py`` runs the hostile programs per language.
 
 Limits, stated plainly: the kernel is shared, so it is not a boundary against kernel exploits (use a VM
 tier for hostile multi-tenant use); the filter is a deny list, not an allow list; timing side channels

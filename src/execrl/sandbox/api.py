@@ -8,6 +8,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -86,6 +87,7 @@ def validate_request(request: ExecutionRequest) -> None:
     if not isinstance(request, ExecutionRequest):
         raise InvalidRequestError(f"expected an ExecutionRequest, got {type(request).__name__}")
     language = get_language(request.language)
+    language.check_available()
     if request.program_path is None:  # the language's default path may clash with a file
         paths = work_path_problems(list(request.files), language.default_path)
         if paths:
@@ -101,6 +103,8 @@ def validate_request(request: ExecutionRequest) -> None:
                 f"test {test.name!r} is a {type(test).__name__}, which language {language.name!r} "
                 f"does not support (supported kinds: {allowed})"
             )
+        if isinstance(test, CallTest) and language.call is not None:
+            _check_harness_call(test, language.name, language.call.entry_point)
         if isinstance(test, CallTest):  # judged in the parent: it must encode, as the arguments must
             try:
                 json.dumps(test.expected)
@@ -109,6 +113,20 @@ def validate_request(request: ExecutionRequest) -> None:
                     f"test {test.name!r}: expected must be a JSON value: {exc}"
                 ) from exc
     build_job(request, language)
+
+
+def _check_harness_call(test: CallTest, language: str, entry_point: str) -> None:
+    """A call test for a language with its own call harness: the entry point is a name the harness
+    looks up (never code it would evaluate), and arguments are positional (no keywords in Java/JS)."""
+    if not isinstance(test.entry_point, str) or re.fullmatch(entry_point, test.entry_point) is None:
+        raise InvalidRequestError(
+            f"test {test.name!r}: entry_point {test.entry_point!r} is not a {language} function name "
+            f"(it must match {entry_point})"
+        )
+    if test.kwargs:
+        raise InvalidRequestError(
+            f"test {test.name!r}: {language} call tests take positional args only; kwargs must be empty"
+        )
 
 
 class Sandbox:
@@ -173,6 +191,8 @@ class Sandbox:
         if request.limits == _LIBRARY_LIMITS and self.limits != _LIBRARY_LIMITS:
             request = dataclasses.replace(request, limits=self.limits)
         language = get_language(request.language)
+        if language.limits_for(request.limits) is not request.limits:  # the language's floors
+            request = dataclasses.replace(request, limits=language.limits_for(request.limits))
         limits = request.limits
         try:
             worker = self._pool.acquire((limits.workdir_mb, limits.workdir_inodes))

@@ -324,18 +324,54 @@ def run_tests(
 
 
 def exec_program(
-    argv: list[str], stdin: bytes, stdout_fd: int | None, cpu_left_s: float, limits: dict[str, Any]
+    argv: list[str],
+    stdin: bytes,
+    stdout_fd: int | None,
+    cpu_left_s: float,
+    limits: dict[str, Any],
+    env: dict[str, str] | None = None,
+    rec_fd: int | None = None,
+    merge_stderr: bool = False,
 ) -> NoReturn:
-    """Exec a compiler or a compiled program; with ``stdout_fd`` both stdout and stderr go there."""
+    """Exec a compiler or a program, its stdout to ``stdout_fd`` when given, and its stderr there too
+    with ``merge_stderr`` (a compiler's diagnostics; a program's stderr never mixes into the stdout a
+    test judges). ``env`` is
+    added to the sandbox's environment (a compiler's cache directory); ``rec_fd`` becomes fd
+    ``RECORD_FD`` of the program (a call harness in another language writes its records there)."""
     try:
         try:
-            _prelude(set() if stdout_fd is None else {stdout_fd}, stdin, stdout_fd, cpu_left_s, limits)
+            keep = ({stdout_fd} if stdout_fd is not None else set()) | (
+                {rec_fd} if rec_fd is not None else set()
+            )
+            _prelude(keep, stdin, stdout_fd, cpu_left_s, limits)
+            if rec_fd is not None:
+                _move_fd(rec_fd, RECORD_FD)
         except BaseException as exc:  # noqa: BLE001
             _prelude_failed(exc)
-        if stdout_fd is not None:
+        if stdout_fd is not None and merge_stderr:
             os.dup2(1, 2)
         for sig in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
-        os.execve(argv[0], argv, dict(os.environ))
+        os.execve(argv[0], argv, {**os.environ, **_in_workdir(env or {})})
     finally:
         os._exit(127)
+
+
+RECORD_FD = 3  # as ``languages.CALL_RECORD_FD``
+
+
+def _in_workdir(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with values starting ``./`` made absolute under the work directory (the current one): a
+    compiler's cache goes into this execution's directory under either backend (the unisolated one has
+    no private ``/tmp``)."""
+    cwd = os.getcwd()
+    return {key: f"{cwd}/{value[2:]}" if value.startswith("./") else value for key, value in env.items()}
+
+
+def _move_fd(fd: int, target: int) -> None:
+    """``fd`` as ``target``, inherited across ``execve`` (``os.pipe`` descriptors are close-on-exec, and
+    ``dup2`` onto itself would keep that flag)."""
+    if fd != target:
+        os.dup2(fd, target)
+        os.close(fd)
+    os.set_inheritable(target, True)

@@ -35,7 +35,19 @@ exit status: 0 passed, 1 the candidate failed (any verdict but passed and sandbo
 2 usage error, bad input or sandbox error.
 """
 
-LANGUAGE_BY_SUFFIX: dict[str, str] = {".py": "python", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp"}
+LANGUAGE_BY_SUFFIX: dict[str, str] = {
+    ".py": "python",
+    ".cpp": "cpp",
+    ".cc": "cpp",
+    ".cxx": "cpp",
+    ".c": "c",
+    ".java": "java",
+    ".js": "javascript",
+    ".ts": "typescript",
+    ".go": "go",
+    ".rs": "rust",
+    ".sh": "bash",
+}
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
 
@@ -256,8 +268,8 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=RUN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("program", help="source file (.py python, .cpp/.cc/.cxx cpp)")
-    run.add_argument("--language", help="python or cpp (default: from the file suffix)")
+    run.add_argument("program", help="source file (.py .c .cpp .java .js .ts .go .rs .sh)")
+    run.add_argument("--language", help="a language of `execrl sandbox languages` (default: from the suffix)")
     run.add_argument("--tests", metavar="FILE", help="JSON array or JSONL file of tests (see below)")
     run.add_argument("--stdin", metavar="FILE", help="file fed to the program's stdin (plain run)")
     run.add_argument("--timeout-s", type=float, help="wall-clock and CPU-time limit in seconds (default 10)")
@@ -308,9 +320,39 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     serve.set_defaults(func=_serve_handler)
 
 
+def _languages_handler(args: argparse.Namespace) -> int:
+    from execrl.sandbox.languages import describe_languages
+
+    rows = describe_languages()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'language':<11} {'available':<10} {'tests':<15} {'compile s':>9}  package / missing")
+    for row in rows:
+        state = "yes" if row["available"] else "NO"
+        note = (
+            row["package"] if row["available"] else f"install {row['package']} ({', '.join(row['missing'])})"
+        )
+        compile_s = f"{row['compile_timeout_s']:.0f}" if row["compile_timeout_s"] else "-"
+        print(f"{row['name']:<11} {state:<10} {','.join(row['test_kinds']):<15} {compile_s:>9}  {note}")
+    return 0 if all(row["available"] for row in rows) else EXIT_FAILED
+
+
+def _add_languages(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    languages = sub.add_parser(
+        "languages",
+        help="list the sandbox's languages and whether this host has their toolchains",
+        description="List the registered languages, their test kinds, default compile limit and the Debian "
+        "package of their toolchain. Exit 0 if every toolchain is present, 1 if one is missing.",
+    )
+    languages.add_argument("--json", action="store_true", help="print a JSON array")
+    languages.set_defaults(func=_languages_handler)
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``execrl sandbox run|serve``."""
+    """Add ``execrl sandbox run|serve|languages``."""
     sandbox = subparsers.add_parser("sandbox", help="run programs in the isolated sandbox, or serve it")
     sub = sandbox.add_subparsers(dest="sandbox_command", metavar="COMMAND", required=True)
     _add_run(sub)
     _add_serve(sub)
+    _add_languages(sub)

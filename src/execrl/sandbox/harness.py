@@ -202,13 +202,20 @@ class Harness:
             finally:
                 os.close(fd)
 
-    def run_exec(self, argv: list[str], stdin: bytes, capture: bool, limit: int, deadline: float) -> Outcome:
-        """Fork ``C`` and exec ``argv`` (compiler or compiled program), stdout captured when asked."""
+    def run_exec(
+        self, argv: list[str], stdin: bytes, capture: bool, limit: int, deadline: float, merge: bool = False
+    ) -> Outcome:
+        """Fork ``C`` and exec ``argv`` (compiler or compiled program), stdout captured when asked (and
+        stderr with it when ``merge``: the compiler's diagnostics)."""
         out_r, out_w = os.pipe() if capture else (-1, -1)
         buffer = bytearray()
 
         def target() -> NoReturn:
-            child.exec_program(argv, stdin, out_w if capture else None, self.cpu_left_s(), self.job["limits"])
+            out = out_w if capture else None
+            env = self.job["language"]["env"]
+            child.exec_program(
+                argv, stdin, out, self.cpu_left_s(), self.job["limits"], env, merge_stderr=merge
+            )
 
         pid = self.fork(target)
         readers: dict[int, Callable[[bytes], bool]] = {}
@@ -246,7 +253,7 @@ class Harness:
         deadline = min(self.deadline, time.monotonic() + float(language["compile_timeout_s"]))
         budget = self.cpu_budget_s
         self.cpu_budget_s = float(language["compile_timeout_s"])
-        outcome = self.run_exec(language["compile"], b"", True, COMPILE_OUTPUT_BYTES, deadline)
+        outcome = self.run_exec(language["compile"], b"", True, COMPILE_OUTPUT_BYTES, deadline, merge=True)
         self.cpu_budget_s, self.cpu_used_s = budget, 0.0
         self.deadline = time.monotonic() + float(self.job["limits"]["timeout_s"])
         ok = outcome.exit_code == 0 and not outcome.wall_limit
@@ -331,12 +338,7 @@ def run_group(h: Harness, indices: list[int]) -> None:
             return
         state = GroupState(h, pending)
         rec_r, rec_w = os.pipe()
-        todo = list(pending)
-
-        def target(todo: list[int] = todo, rec_w: int = rec_w) -> NoReturn:
-            child.run_tests(h.job, todo, rec_w, h.cpu_left_s(), h.max_output)
-
-        pid = h.fork(target)
+        pid = h.fork(_group_target(h, list(pending), rec_w))
         os.close(rec_w)
         outcome = h.supervise(pid, {rec_r: state.feed}, h.deadline)
         os.close(rec_r)
@@ -355,6 +357,21 @@ def run_group(h: Harness, indices: list[int]) -> None:
             return
         h.send({"kind": "test", "i": state.pending[0], "status": "died", **fields})
         pending = state.pending[1:]
+
+
+def _group_target(h: Harness, todo: list[int], rec_w: int) -> Callable[[], NoReturn]:
+    """What ``C`` runs for a group: the Python tests in this interpreter, or the language's own call
+    harness (``languages.CallHarness``), fed the tests' inputs on stdin and writing records to fd 3."""
+    language = h.job["language"]
+    if language["mode"] == "python":
+        return lambda: child.run_tests(h.job, todo, rec_w, h.cpu_left_s(), h.max_output)
+    lines = [json.dumps({"max_bytes": h.max_output})]
+    for index in todo:
+        test = h.job["tests"][index]
+        lines.append(json.dumps({"i": index, "entry_point": test["entry_point"], "args": test["args"]}))
+    stdin = ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+    limits, env = h.job["limits"], language["env"]
+    return lambda: child.exec_program(language["call"], stdin, None, h.cpu_left_s(), limits, env, rec_w)
 
 
 def run_io(h: Harness, indices: list[int]) -> None:

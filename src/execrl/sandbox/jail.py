@@ -6,7 +6,8 @@ Sequence for the strict ("namespace") backend, all with direct system calls:
    (``build_template_root``): a small tmpfs with read-only, nosuid, nodev binds of ``/usr`` (and
    ``/bin``/``/lib*`` as the host has them), the host Python's prefix (only that directory: the rest of
    ``/root`` stays invisible), ``/etc/ld.so.cache`` (nothing else of ``/etc``: no passwd, no shadow),
-   ``/dev/{null,zero,random,urandom}``, empty ``/proc`` and ``/tmp``; no ``/sys``.
+   ``/dev/{null,zero,random,urandom}``, empty ``/proc`` and ``/tmp``; no ``/sys``; the JDK's
+   ``/etc/java-*-openjdk`` when present (``toolchain_config_dirs``).
 2. Per execution, the zygote clones ``P`` straight into new pid/mount/ipc/uts/cgroup namespaces
    (``linux.clone_process``), inheriting its slot's empty network namespace (made once per slot, see
    ``make_network_namespaces``): ``P`` is pid 1 of its pid namespace and its mount namespace is a private
@@ -152,6 +153,9 @@ def build_template_root(python_prefix: str) -> None:
     if os.path.exists("/etc/ld.so.cache"):
         _touch(f"{root}/etc/ld.so.cache")
         _ro_bind("/etc/ld.so.cache", f"{root}/etc/ld.so.cache")
+    for host in toolchain_config_dirs():
+        os.makedirs(f"{root}{host}")
+        _ro_bind(host, f"{root}{host}")
     prefix = os.path.realpath(python_prefix)
     if not prefix.startswith("/usr/"):
         os.makedirs(f"{root}{prefix}", exist_ok=True)
@@ -164,6 +168,18 @@ def build_template_root(python_prefix: str) -> None:
     os.rmdir("/.old")
     ro_flags = linux.MS_REMOUNT | linux.MS_BIND | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV
     linux.mount(None, "/", None, ro_flags)
+
+
+def toolchain_config_dirs() -> list[str]:
+    """Host configuration directories a toolchain under ``/usr`` cannot start without, bound read-only
+    at the same path: Debian's OpenJDK links its ``lib/jvm.cfg`` and ``conf/`` into
+    ``/etc/java-<version>-openjdk`` (the JVM's own settings: no credentials, no host identity). Nothing
+    else of ``/etc`` is visible."""
+    try:
+        names = os.listdir("/etc")
+    except FileNotFoundError:
+        return []
+    return sorted(f"/etc/{name}" for name in names if name.startswith("java-") and name.endswith("-openjdk"))
 
 
 def _add_devices(root: str) -> None:

@@ -1,29 +1,75 @@
-"""Language registry: adding a language is one ``register_language`` call.
+"""Language registry: adding a language is one ``register_language`` call (``langs/`` holds the built-in
+ones, one small module per family; ``langs/native.py``'s ``c`` is the registration to copy).
 
 A language is either run in-process by the Python harness (``mode="python"``: the host interpreter and
-its standard library, no site-packages) or compiled inside the sandbox and executed (``mode="binary"``),
-under a compile time limit (the request's ``Limits.compile_timeout_s``, else the language's default);
-compiler output comes back as ``compile_output`` and a failed compile is ``Verdict.COMPILE_ERROR``.
-``test_kinds`` says which test styles make sense for the language.
+its standard library, no site-packages) or run by ``execve`` inside the sandbox (``mode="binary"``),
+after an optional compile step under a compile time limit (the request's ``Limits.compile_timeout_s``,
+else the language's default); compiler output comes back as ``compile_output`` and a failed compile is
+``Verdict.COMPILE_ERROR``. Compile and run happen in the same jail, in the per-execution tmpfs work
+directory; a compiler's cache or home (``env``) points into it, so nothing persists between executions.
+
+``test_kinds`` says which test styles make sense for the language. ``call`` tests of a binary language
+run through a harness written in that language (``CallHarness``): it reads the tests' arguments from
+stdin, calls the function and writes one record per test to fd 3 (``CALL_RECORD_FD``), which the
+sandbox's harness validates exactly as it validates a Python candidate's records (``harness.GroupState``).
+
+Toolchains come from Debian packages (``package``; ``scripts/setup.sh --system`` installs them). A
+language whose toolchain is missing on this host stays registered but ``unavailable``: a request for it
+is an ``InvalidRequestError`` that names the package to install, never a crash or a wrong verdict.
+Executables are resolved on the host (``os.path.realpath``) when the job is built, because the jail has
+``/usr`` but not ``/etc/alternatives``, through which Debian links ``java``, ``cc`` and others.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from execrl.sandbox.errors import InvalidRequestError
+from execrl.sandbox.types import Limits
+
+CALL_RECORD_FD = 3  # where a binary language's call harness writes its records (child.exec_program)
+JAIL_VISIBLE = ("/usr/", "/bin/", "/lib/", "/lib64/")  # what ``jail.build_template_root`` binds
+
+
+@dataclass(frozen=True)
+class CallHarness:
+    """How a binary language runs ``CallTest``s: ``files`` (path, source) are added to the work
+    directory, ``compile_argv`` replaces the language's when the request has call tests (it must compile
+    the harness too), ``run_argv`` runs the harness, which loads the candidate's program itself."""
+
+    files: tuple[tuple[str, str], ...]
+    run_argv: tuple[str, ...]
+    entry_point: str  # a regular expression a test's entry point must match (it is looked up by name)
+    compile_argv: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Language:
+    """One registered language. Argument templates: ``{source}`` is the program's path in the work
+    directory, ``{stem}`` that path without its suffix, ``{memory_mb}`` the execution's memory limit (a JVM sizes its heap from it).
+
+    ``min_memory_mb``/``min_processes`` are floors the execution's limits are raised to (``limits_for``)
+    for runtimes that cannot start below them: the JVM and Go's toolchain start a dozen or more threads,
+    and every thread counts against RLIMIT_NPROC and the cgroup's ``pids.max``."""
+
     name: str
     mode: Literal["python", "binary"]
     default_path: str  # where the program is written in the work directory
     test_kinds: frozenset[str]  # among "code", "call", "io"
-    compile_argv: tuple[str, ...] = ()  # "{source}" is replaced by the program path
+    compile_argv: tuple[str, ...] = ()
     run_argv: tuple[str, ...] = ()
     compile_timeout_s: float = 0.0
+    package: str = ""  # the Debian package that provides the toolchain
+    env: tuple[tuple[str, str], ...] = ()  # added for compile and run; "./x" means x in the work directory
+    call: CallHarness | None = None
+    min_memory_mb: int = 0
+    min_processes: int = 0
+    tools: tuple[str, ...] = ()  # other executables the toolchain runs (a linker), checked for availability
+    files: tuple[tuple[str, str], ...] = ()  # support files written into the work directory with the program
 
     def compile_limit_s(self, requested_s: float | None) -> float:
         """The compile step's CPU and wall-clock limit: the request's (``Limits.compile_timeout_s``) or,
@@ -32,15 +78,73 @@ class Language:
             return 0.0
         return self.compile_timeout_s if requested_s is None else requested_s
 
-    def job_spec(self, program_path: str, compile_timeout_s: float | None = None) -> dict[str, Any]:
-        compile_argv = [arg.replace("{source}", program_path) for arg in self.compile_argv]
+    def limits_for(self, limits: Limits) -> Limits:
+        """``limits`` raised to this language's floors (unchanged for most languages)."""
+        memory_mb = max(limits.memory_mb, self.min_memory_mb)
+        processes = max(limits.max_processes, self.min_processes)
+        if (memory_mb, processes) == (limits.memory_mb, limits.max_processes):
+            return limits
+        return dataclasses.replace(limits, memory_mb=memory_mb, max_processes=processes)
+
+    def missing(self) -> list[str]:
+        """The toolchain's executables that this host lacks (or that resolve outside what the jail
+        sees); empty when the language is available."""
+        argvs = (self.compile_argv, self.run_argv, *((self.call.run_argv,) if self.call else ()))
+        wanted = [argv[0] for argv in argvs if argv and argv[0].startswith("/")] + list(self.tools)
+        return [path for path in dict.fromkeys(wanted) if _host_path(path) is None]
+
+    def check_available(self) -> None:
+        """Raise ``InvalidRequestError`` naming the Debian package when the toolchain is missing."""
+        missing = self.missing()
+        if missing:
+            package = self.package or "that provides it"
+            raise InvalidRequestError(
+                f"language {self.name!r} is unavailable on this host: {', '.join(missing)} not found; "
+                f"install the Debian package {package} (scripts/setup.sh --system installs every toolchain)"
+            )
+
+    def support_files(self, with_call: bool) -> dict[str, str]:
+        """Files the sandbox writes next to the program: the language's own and, for call tests, the
+        call harness's."""
+        files = dict(self.files)
+        if with_call and self.call is not None:
+            files.update(self.call.files)
+        return files
+
+    def job_spec(self, program_path: str, limits: Limits, with_call: bool = False) -> dict[str, Any]:
+        """The language as the sandbox's harness sees it, argument templates filled in."""
+        stem = program_path.rsplit(".", 1)[0] if "." in program_path.rsplit("/", 1)[-1] else program_path
+        values = {"source": program_path, "stem": stem, "memory_mb": str(limits.memory_mb)}
+        compile_argv = self.compile_argv
+        if with_call and self.call is not None and self.call.compile_argv:
+            compile_argv = self.call.compile_argv
+        call_argv = self.call.run_argv if self.call is not None else ()
         return {
             "name": self.name,
             "mode": self.mode,
-            "compile": compile_argv or None,
-            "run": list(self.run_argv) or None,
-            "compile_timeout_s": self.compile_limit_s(compile_timeout_s),
+            "compile": _fill(compile_argv, values) or None,
+            "run": _fill(self.run_argv, values) or None,
+            "call": _fill(call_argv, values) or None,
+            "env": dict(self.env),
+            "compile_timeout_s": self.compile_limit_s(limits.compile_timeout_s),
         }
+
+
+def _fill(argv: tuple[str, ...], values: dict[str, str]) -> list[str]:
+    """``argv`` with its templates filled and its executable resolved on the host (``_host_path``)."""
+    filled = [arg.format(**values) if "{" in arg else arg for arg in argv]
+    if filled and filled[0].startswith("/"):
+        filled[0] = _host_path(filled[0]) or filled[0]
+    return filled
+
+
+@functools.lru_cache(maxsize=256)
+def _host_path(path: str) -> str | None:
+    """``path`` with its symlinks resolved, if it is an executable the jail can see, else ``None``."""
+    real = os.path.realpath(path)
+    if not real.startswith(JAIL_VISIBLE) or not os.access(real, os.X_OK):
+        return None
+    return real
 
 
 _LANGUAGES: dict[str, Language] = {}
@@ -65,15 +169,31 @@ def list_languages() -> list[str]:
     return sorted(_LANGUAGES)
 
 
-register_language(Language("python", "python", "main.py", frozenset({"code", "call", "io"})))
-register_language(
-    Language(
-        "cpp",
-        "binary",
-        "main.cpp",
-        frozenset({"io"}),
-        compile_argv=("/usr/bin/g++", "-O2", "-std=c++17", "-pipe", "-o", "main", "{source}"),
-        run_argv=("./main",),
-        compile_timeout_s=30.0,
-    )
-)
+def available_languages() -> list[str]:
+    """The registered languages whose toolchain this host has."""
+    return [name for name in sorted(_LANGUAGES) if not _LANGUAGES[name].missing()]
+
+
+def describe_languages() -> list[dict[str, Any]]:
+    """Every registered language as plain data (``execrl sandbox languages``, benchmarks): availability
+    on this host, the Debian package, test kinds, default compile limit and limit floors."""
+    rows = []
+    for name in sorted(_LANGUAGES):
+        language = _LANGUAGES[name]
+        missing = language.missing()
+        rows.append(
+            {
+                "name": name,
+                "available": not missing,
+                "missing": missing,
+                "package": language.package,
+                "test_kinds": sorted(language.test_kinds),
+                "compile_timeout_s": language.compile_limit_s(None),
+                "min_memory_mb": language.min_memory_mb,
+                "min_processes": language.min_processes,
+            }
+        )
+    return rows
+
+
+from execrl.sandbox import langs  # noqa: E402, F401 - registers the built-in languages

@@ -74,11 +74,18 @@ def build_job(request: ExecutionRequest, language: Language) -> bytes:
     """The job as the sandbox sees it: inputs only; expected values stay in the parent."""
     program_path = request.program_path or language.default_path
     limits = request.limits
+    with_call = any(isinstance(test, CallTest) for test in request.tests)
+    support = language.support_files(with_call)
+    clash = sorted(set(support) & ({program_path} | set(request.files)))
+    if clash:
+        raise InvalidRequestError(
+            f"files: {clash[0]!r} is a file the {language.name} harness writes; rename it"
+        )
     job = {
-        "language": language.job_spec(program_path, limits.compile_timeout_s),
+        "language": language.job_spec(program_path, limits, with_call),
         "program": request.program,
         "program_path": program_path,
-        "files": dict(request.files),
+        "files": {**request.files, **support},
         "stdin": request.stdin,
         "tests": [_test_dict(t) for t in request.tests],
         "limits": {

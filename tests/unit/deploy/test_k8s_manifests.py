@@ -144,8 +144,8 @@ def test_dockerfile_has_a_slim_python_base_and_every_registered_toolchain() -> N
     installed = " ".join(value for op, value in instructions if op == "RUN")
     for name in list_languages():
         language = get_language(name)
-        if language.compile_argv:  # a compiler the image must carry (python is the base image's own)
-            package = Path(language.compile_argv[0]).name
+        if language.mode == "binary":  # a toolchain the image must carry (python is the base image's own)
+            package = language.package
             assert re.search(rf"apt-get install .*(?<!\S){re.escape(package)}(?!\S)", installed), package
     assert "torch" not in installed
 

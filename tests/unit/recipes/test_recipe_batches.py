@@ -23,12 +23,26 @@ def _rollout(prompts: list[list[int]], completions: list[list[int]], samples: in
         ids[i, : len(c)] = torch.tensor(c)
         mask[i, : len(c)] = True
         logp[i, : len(c)] = -0.5 * torch.arange(1, len(c) + 1, dtype=torch.float32)
-    stats = RolloutStats(prefill_s=0.1, decode_s=0.2, total_s=0.3, prompt_tokens=9, generated_tokens=int(mask.sum()),
-                         decode_steps=width)
+    stats = RolloutStats(
+        prefill_s=0.1,
+        decode_s=0.2,
+        total_s=0.3,
+        prompt_tokens=9,
+        generated_tokens=int(mask.sum()),
+        decode_steps=width,
+    )
     return RolloutBatch(
-        prompt_token_ids=tuple(tuple(p) for p in prompts), completion_ids=ids, logprobs=logp, sampling_logprobs=logp,
-        response_mask=mask, group_index=torch.arange(n) // samples, finish_reasons=("stop",) * n,
-        texts=tuple(f"t{i}" for i in range(n)), samples_per_prompt=samples, pad_token_id=PAD, stats=stats,
+        prompt_token_ids=tuple(tuple(p) for p in prompts),
+        completion_ids=ids,
+        logprobs=logp,
+        sampling_logprobs=logp,
+        response_mask=mask,
+        group_index=torch.arange(n) // samples,
+        finish_reasons=("stop",) * n,
+        texts=tuple(f"t{i}" for i in range(n)),
+        samples_per_prompt=samples,
+        pad_token_id=PAD,
+        stats=stats,
     )
 
 
@@ -44,12 +58,30 @@ def _task(i: int) -> Task:
 
 def test_train_batch_left_pads_prompts_and_aligns_completions() -> None:
     rollout = _rollout([[5, 6, 7], [8]], [[11, 12], [13], [14, 15], [16]], samples=2)
-    batch = to_train_batch(rollout, torch.tensor([1.0, -1.0, 0.5, -0.5]), torch.ones(4, dtype=torch.bool),
-                           old_logprobs_from_rollout=True)
-    assert batch.input_ids.tolist() == [[5, 6, 7, 11, 12], [5, 6, 7, 13, PAD], [PAD, PAD, 8, 14, 15],
-                                        [PAD, PAD, 8, 16, PAD]]
-    assert batch.attention_mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 1, 0], [0, 0, 1, 1, 1], [0, 0, 1, 1, 0]]
-    assert batch.response_mask.tolist() == [[0, 0, 0, 1, 1], [0, 0, 0, 1, 0], [0, 0, 0, 1, 1], [0, 0, 0, 1, 0]]
+    batch = to_train_batch(
+        rollout,
+        torch.tensor([1.0, -1.0, 0.5, -0.5]),
+        torch.ones(4, dtype=torch.bool),
+        old_logprobs_from_rollout=True,
+    )
+    assert batch.input_ids.tolist() == [
+        [5, 6, 7, 11, 12],
+        [5, 6, 7, 13, PAD],
+        [PAD, PAD, 8, 14, 15],
+        [PAD, PAD, 8, 16, PAD],
+    ]
+    assert batch.attention_mask.tolist() == [
+        [1, 1, 1, 1, 1],
+        [1, 1, 1, 1, 0],
+        [0, 0, 1, 1, 1],
+        [0, 0, 1, 1, 0],
+    ]
+    assert batch.response_mask.tolist() == [
+        [0, 0, 0, 1, 1],
+        [0, 0, 0, 1, 0],
+        [0, 0, 0, 1, 1],
+        [0, 0, 0, 1, 0],
+    ]
     assert batch.old_logprobs is not None and batch.old_logprobs[0, 3:].tolist() == [-0.5, -1.0]
 
 
@@ -61,10 +93,13 @@ def test_trainer_and_rollout_log_probs_agree_and_a_changed_model_shows() -> None
     model, tokenizer = tiny_model(seed=3, init_std=0.3), default_tokenizer()
     engine = create_engine("hf", model=model, tokenizer=tokenizer)
     for temperature in (1.0, 0.7):
-        rollout = engine.generate(encode_prompts(tokenizer, ["Hi", "A longer prompt, with more tokens."]),
-                                  SamplingParams(samples_per_prompt=3, max_new_tokens=6, temperature=temperature))
-        batch = to_train_batch(rollout, torch.zeros(6), torch.ones(6, dtype=torch.bool),
-                               old_logprobs_from_rollout=True)
+        rollout = engine.generate(
+            encode_prompts(tokenizer, ["Hi", "A longer prompt, with more tokens."]),
+            SamplingParams(samples_per_prompt=3, max_new_tokens=6, temperature=temperature),
+        )
+        batch = to_train_batch(
+            rollout, torch.zeros(6), torch.ones(6, dtype=torch.bool), old_logprobs_from_rollout=True
+        )
         assert trainer_logprob_gap(model, batch, rollout, rows=6, temperature=temperature) < 1e-4
     other = tiny_model(seed=4, init_std=0.3)
     assert trainer_logprob_gap(other, batch, rollout, rows=6, temperature=0.7) > 1e-2
@@ -85,8 +120,13 @@ def test_dynamic_sampling_refills_zero_variance_groups_until_full() -> None:
         rewards = [1, 1, 0, 1] if round_ == 0 else [0, 1, 1, 0]
         return rollout, [_score(r) for r in rewards]
 
-    out = sample_groups([_task(0), _task(1)], lambda k: [_task(10 + k), _task(20 + k)], sample, dynamic=True,
-                        max_resample_rounds=3)
+    out = sample_groups(
+        [_task(0), _task(1)],
+        lambda k: [_task(10 + k), _task(20 + k)],
+        sample,
+        dynamic=True,
+        max_resample_rounds=3,
+    )
     assert rounds == [0, 1] and out.rounds == 2 and out.dropped_groups == 1
     assert [t.id for t in out.tasks] == ["t/1", "t/10"]
     assert out.rollout.group_index.tolist() == [0, 0, 1, 1]
@@ -96,7 +136,9 @@ def test_dynamic_sampling_refills_zero_variance_groups_until_full() -> None:
 
 def test_dynamic_sampling_gives_up_after_max_rounds_and_keeps_the_first_round() -> None:
     def sample(tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]:
-        return _rollout([[1]] * len(tasks), [[2]] * (2 * len(tasks)), samples=2), [_score(0)] * (2 * len(tasks))
+        return _rollout([[1]] * len(tasks), [[2]] * (2 * len(tasks)), samples=2), [_score(0)] * (
+            2 * len(tasks)
+        )
 
     first = [_task(0), _task(1)]
     out = sample_groups(first, lambda k: [_task(5), _task(6)], sample, dynamic=True, max_resample_rounds=2)

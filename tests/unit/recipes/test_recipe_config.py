@@ -21,8 +21,15 @@ def test_defaults_are_the_main_job() -> None:
 
 
 def test_overrides_parse_toml_values() -> None:
-    config = load_config(None, ["rollout.samples_per_prompt=6", "tasks.suites={functions=0.5, math=0.5}",
-                                "optim.learning_rate=3e-6", 'run.name="x y"'])
+    config = load_config(
+        None,
+        [
+            "rollout.samples_per_prompt=6",
+            "tasks.suites={functions=0.5, math=0.5}",
+            "optim.learning_rate=3e-6",
+            'run.name="x y"',
+        ],
+    )
     assert config.rollout.samples_per_prompt == 6
     assert config.tasks.suites == {"functions": 0.5, "math": 0.5}
     assert config.optim.learning_rate == 3e-6 and config.run.name == "x y"
@@ -64,8 +71,10 @@ def test_missing_and_broken_files(tmp_path: Path) -> None:
 
 
 def _tasks(name: str, count: int) -> list[Task]:
-    return [Task(id=f"{name}/{i}", domain="math", prompt="p", spec=MathSpec("1"), metadata=TaskMetadata(name))
-            for i in range(count)]
+    return [
+        Task(id=f"{name}/{i}", domain="math", prompt="p", spec=MathSpec("1"), metadata=TaskMetadata(name))
+        for i in range(count)
+    ]
 
 
 def test_mixture_is_deterministic_per_step_and_covers_each_suite_before_repeating() -> None:

@@ -73,5 +73,3 @@ def test_refuses_passed_scores_and_unknown_formats() -> None:
         render_feedback(Score.success(), "details")
     with pytest.raises(ValueError, match="unknown feedback format"):
         render_feedback(_score(WRONG), "verbose")  # type: ignore[arg-type]
-
-

@@ -147,8 +147,10 @@ def test_cpp_compile_error_and_runs(sandbox: Sandbox) -> None:
 
 
 def test_invalid_requests_raise_with_clear_messages(sandbox: Sandbox) -> None:
-    with pytest.raises(InvalidRequestError, match="unknown language 'rust'; known languages: cpp, python"):
-        sandbox.run(ExecutionRequest(language="rust", program="fn main() {}"))
+    with pytest.raises(
+        InvalidRequestError, match="unknown language 'cobol'; known languages: bash, c, cpp, go"
+    ):
+        sandbox.run(ExecutionRequest(language="cobol", program="DISPLAY 'HI'."))
     with pytest.raises(InvalidRequestError, match="program is empty"):
         ExecutionRequest(language="python", program="  ")
     with pytest.raises(InvalidRequestError, match="limits.memory_mb"):

@@ -27,7 +27,17 @@ from execrl.sandbox.cgroups import CgroupPool, _own_path
 
 def test_registries_list_and_reject_duplicates() -> None:
     assert list_backends() == ["namespace", "unisolated"]
-    assert list_languages() == ["cpp", "python"]
+    assert list_languages() == [
+        "bash",
+        "c",
+        "cpp",
+        "go",
+        "java",
+        "javascript",
+        "python",
+        "rust",
+        "typescript",
+    ]
     with pytest.raises(ValueError, match="already registered"):
         register_language(Language("python", "python", "x.py", frozenset({"code"})))
     assert "NOT a security boundary" in get_backend("unisolated").description

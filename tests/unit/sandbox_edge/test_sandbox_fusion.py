@@ -65,8 +65,8 @@ def test_bad_bodies_name_the_field(body: dict[str, object], field: str) -> None:
 
 
 def test_known_but_unsupported_language_is_a_sandbox_side_refusal() -> None:
-    with pytest.raises(UnsupportedLanguage, match=r"'go' is not supported.*'cpp', 'python', 'python3'"):
-        parse_run_code({"code": "package main", "language": "go"}, default_memory_mb=512)
+    with pytest.raises(UnsupportedLanguage, match=r"'php' is not supported.*'cpp', 'go', 'java'"):
+        parse_run_code({"code": "<?php echo 1;", "language": "php"}, default_memory_mb=512)
 
 
 def _run(status: str, time_s: float | None, code: int | None, out: str, err: str) -> dict[str, object]:

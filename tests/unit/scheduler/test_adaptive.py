@@ -85,11 +85,15 @@ def test_state_round_trips_and_a_restored_scheduler_draws_the_same() -> None:
     first = AdaptiveScheduler(_suites(), {"a": 1.0, "b": 1.0}, seed=2)
     for step in range(6):
         tasks = first.tasks_for_step(step, 3)
-        first.observe(step, [_group(t.id, [step % 2, 1, 0, 1] if t.id < "b" else [1, 1, 1, 1]) for t in tasks])
+        first.observe(
+            step, [_group(t.id, [step % 2, 1, 0, 1] if t.id < "b" else [1, 1, 1, 1]) for t in tasks]
+        )
     restored = AdaptiveScheduler(_suites(), {"a": 1.0, "b": 1.0}, seed=2)
     restored.load_state_dict(first.state_dict())
     assert restored.state_dict() == first.state_dict()
-    assert [restored.tasks_for_step(s, 3) for s in range(6, 12)] == [first.tasks_for_step(s, 3) for s in range(6, 12)]
+    assert [restored.tasks_for_step(s, 3) for s in range(6, 12)] == [
+        first.tasks_for_step(s, 3) for s in range(6, 12)
+    ]
     with pytest.raises(ValueError, match="kind 'static'"):
         restored.load_state_dict({"kind": "static"})
 
@@ -121,7 +125,11 @@ def test_static_scheduler_keeps_the_mixture_draws_and_bounds_rounds() -> None:
 
 
 def test_domain_metrics_hand_computed() -> None:
-    outcomes = [("a", _group("a0", [1, 0, 1, 0])), ("a", _group("a1", [1, 1, 1, 1])), ("b", _group("b0", [0, 0]))]
+    outcomes = [
+        ("a", _group("a0", [1, 0, 1, 0])),
+        ("a", _group("a1", [1, 1, 1, 1])),
+        ("b", _group("b0", [0, 0])),
+    ]
     m = domain_metrics(outcomes, {"a": 0.7, "b": 0.3})
     assert m["domain/a/pass_rate"] == 6 / 8 and m["domain/a/zero_variance_share"] == 0.5
     assert m["domain/a/samples"] == 8.0 and m["domain/b/samples"] == 2.0 and m["domain/b/pass_rate"] == 0.0
@@ -167,7 +175,9 @@ def test_domain_report_sums_samples_and_weights_over_steps(tmp_path) -> None:
     a, b = summarize_domains(rows)
     assert (a.label, a.samples, a.pass_rate, a.zero_variance_share) == ("a", 12.0, 8 / 12, 0.5)
     assert (a.first_weight, a.last_weight, b.last_weight, b.samples) == (0.6, 0.7, 0.3, 0.0)
-    (tmp_path / "metrics.jsonl").write_text("".join(encode_line(r.step, r.time_s, r.metrics) + "\n" for r in rows))
+    (tmp_path / "metrics.jsonl").write_text(
+        "".join(encode_line(r.step, r.time_s, r.metrics) + "\n" for r in rows)
+    )
     text = write_domain_report(tmp_path).read_text()
     assert "| a | 12 | 0.667 | 0.500 | 0.600 -> 0.700 |" in text
     assert (tmp_path / "plots" / "domain_weights.png").stat().st_size > 0

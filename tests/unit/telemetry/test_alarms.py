@@ -147,7 +147,11 @@ def test_rules_from_the_config_model_survive_its_unset_enabled_field():
     from execrl.config import TrainConfig
 
     config = TrainConfig.model_validate(
-        {"telemetry": {"alarms": [{"name": "len_cap", "kind": "above", "metric": "rollout/x", "threshold": 3}]}}
+        {
+            "telemetry": {
+                "alarms": [{"name": "len_cap", "kind": "above", "metric": "rollout/x", "threshold": 3}]
+            }
+        }
     )
     dumped = [a.model_dump() for a in config.telemetry.alarms]
     assert dumped[0]["enabled"] is None

@@ -1,0 +1,64 @@
+"""Java (OpenJDK 17 from ``default-jdk-headless``): stdin/stdout tests run ``Main``; call tests run
+``ExecrlCall`` (``ExecrlCall.java``, ``ExecrlJson.java``), compiled with the program.
+
+The call harness loads every top-level class ``javac`` wrote, finds the method named by the test's
+entry point (``method`` or ``Class.method``; static, or an instance method called on a fresh instance
+from a no-argument constructor: LeetCode's ``class Solution``), converts the JSON arguments to its
+declared parameter types (integers to ``long``/``int``/..., lists to arrays, ``List<T>``/``ArrayList<T>``,
+objects to ``Map<K, V>``) and writes the returned value as JSON to fd 3. ``OutOfMemoryError`` is
+reported as ``MemoryError`` and ``AssertionError`` as itself, so both are judged as in Python.
+
+Limits. The JVM starts about 15 threads (GC, JIT compilers, signal and reference handlers) and ``javac``
+more, each counting against RLIMIT_NPROC and the cgroup's ``pids.max``, hence ``min_processes``;
+``javac`` peaks at about 65 MB on a small source and the JVM holds about 40 MB before the program
+allocates anything, hence ``min_memory_mb``. The
+heap is capped at the execution's memory limit (``-Xmx{memory_mb}m``) so the collector works within it,
+and everything the JVM holds besides the heap then meets the cgroup first: a heap bomb ends as
+``memory_limit``. Serial GC (no GC threads), no ``hsperfdata`` file, ``-ea`` as MultiPL-E runs its
+tests, and a 64 MiB thread stack (judges' usual setting: deep recursion is normal in solutions).
+The call harness reads fd 3 through ``FileDescriptor``'s private field (reopening ``/proc/self/fd/3`` is
+refused: the pipe belongs to the harness uid), hence ``--add-opens java.base/java.io`` for it; that
+only opens what the candidate's code could reach in its own process anyway. The JDK's configuration lives in ``/etc/java-17-openjdk``, which the jail binds read-only
+(``jail.TOOLCHAIN_CONFIG_DIRS``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from execrl.sandbox.languages import CallHarness, Language, register_language
+
+HERE = Path(__file__).parent
+HARNESS = tuple(
+    (name, (HERE / name).read_text(encoding="utf-8")) for name in ("ExecrlCall.java", "ExecrlJson.java")
+)
+JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xshare:auto")
+JAVAC = (
+    "/usr/bin/javac",
+    *(f"-J{flag}" for flag in JVM_FLAGS),
+    "-J-XX:TieredStopAtLevel=1",
+    "-encoding",
+    "UTF-8",
+)
+JAVA = ("/usr/bin/java", *JVM_FLAGS, "-Xss64m", "-Xmx{memory_mb}m", "-ea", "-cp", ".")
+
+JAVA_LANGUAGE = register_language(
+    Language(
+        "java",
+        "binary",
+        "Main.java",
+        frozenset({"io", "call"}),
+        compile_argv=(*JAVAC, "-d", ".", "{source}"),
+        run_argv=(*JAVA, "Main"),
+        compile_timeout_s=30.0,
+        package="default-jdk-headless",
+        min_processes=64,
+        min_memory_mb=128,
+        call=CallHarness(
+            files=HARNESS,
+            compile_argv=(*JAVAC, "-d", ".", "{source}", *(name for name, _ in HARNESS)),
+            run_argv=(*JAVA, "--add-opens=java.base/java.io=ALL-UNNAMED", "ExecrlCall"),
+            entry_point=r"([A-Za-z_$][\w$]*\.)?[A-Za-z_$][\w$]*",
+        ),
+    )
+)
