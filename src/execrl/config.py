@@ -371,7 +371,9 @@ class TrainConfig(_Section):
                 "set algorithm.async_steps=0 and rollout.stream_scoring=false, or executor.kind=inprocess"
             )
         if self.executor.kind == "ray" and self.refine.max_turns > 1:
-            raise ValueError("executor.kind=ray does not run the multi-turn refine recipe; use executor.kind=inprocess")
+            raise ValueError(
+                "executor.kind=ray does not run the multi-turn refine recipe; use executor.kind=inprocess"
+            )
         return self
 
     @property

@@ -240,6 +240,7 @@ def _serve_handler(args: argparse.Namespace) -> int:
             max_tests=args.max_tests,
             max_result_mb=args.max_result_mb,
             allowed_origins=tuple(args.allow_origin),
+            run_code_python_runtime=args.run_code_python_runtime,
         )
         serve(host=args.host, port=args.port, workers=args.workers, config=config)
     except SandboxError as exc:
@@ -288,6 +289,11 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="cap on limits.max_output_bytes, per stream (422 above)",
     )
     serve.add_argument("--max-tests", type=int, default=1024, help="cap on tests per execution (422 above)")
+    serve.add_argument(
+        "--run-code-python-runtime",
+        default=None,
+        help="runtime of /run_code's python (default: the standard library; python-data adds numpy, pandas, ...)",
+    )
     serve.add_argument(
         "--max-batch-requests", type=int, default=1024, help="cap on requests per batch (422 above)"
     )
