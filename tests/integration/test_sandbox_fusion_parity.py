@@ -65,8 +65,8 @@ def fn_name_wrapper(generation: str, fn_name: str) -> str:
     ``io`` and ``builtins`` included), the candidate's code, then one JSON argument per stdin line, the
     function looked up globally or on ``Solution()``, and the result printed (JSON for containers, None
     and bools)."""
-    modules = ("string re datetime collections heapq bisect copy math random statistics itertools functools "
-               "operator io sys json builtins typing").split()  # fmt: skip
+    modules = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
+               "statistics", "itertools", "functools", "operator", "io", "sys", "json", "builtins", "typing")  # fmt: skip
     header = "".join(f"from {m} import *\n" for m in modules) + "import json, sys, traceback\n"
     return (
         f"{header}\n{generation}\n\n"
