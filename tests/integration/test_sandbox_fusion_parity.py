@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from service_server import post, running_server
+from service_server import EXECRL, post, running_server
 
 
 @pytest.fixture(scope="module")
@@ -207,3 +209,19 @@ def test_native_execute_fetches_files_too(server: str) -> None:
     assert status == 200 and result["verdict"] == "passed"
     assert result["files"] == {"o.txt": _b64(b"01fe")} and result["file_errors"] == {}
     assert json.dumps(result)  # plain JSON all the way
+
+
+def test_run_code_python_data_runtime_imports_numpy() -> None:
+    """SandboxFusion's python has numpy and pandas; ``--run-code-python-runtime python-data`` gives them."""
+    code = "import numpy as np, pandas as pd\nprint(int(np.arange(5).sum()), pd.Series([1, 2]).sum())"
+    with running_server("--run-code-python-runtime", "python-data") as url:
+        _, response = post(f"{url}/run_code", verl_body(code, ""))
+    assert verl_code(response, "10 3") is True
+
+
+def test_server_refuses_to_start_with_a_missing_runtime(tmp_path: object) -> None:
+    env = {**os.environ, "EXECRL_RUNTIMES_DIR": str(tmp_path)}
+    command = [EXECRL, "sandbox", "serve", "--port", "0", "--run-code-python-runtime", "python-data"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "not installed at" in done.stderr and "scripts/setup.sh --python-data" in done.stderr

@@ -101,6 +101,10 @@ class ServiceConfig:
             raise InvalidRequestError(
                 f"ServiceConfig.max_output_bytes={self.max_output_bytes} is out of range; set it in [64, {1 << 30}]"
             )
+        if self.run_code_python_runtime is not None:  # refuse to start without it, naming the setup command
+            from execrl.sandbox.runtimes import resolve_runtime
+
+            resolve_runtime("python", self.run_code_python_runtime)
         for origin in self.allowed_origins:
             if not re.fullmatch(r"https?://[^/\s]+", origin):
                 raise InvalidRequestError(
