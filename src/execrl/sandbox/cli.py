@@ -265,7 +265,8 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--timeout-s", type=float, help="wall-clock and CPU-time limit in seconds (default 10)")
     run.add_argument("--memory-mb", type=int, help="memory limit in MiB (default 512)")
     run.add_argument(
-        "--runtime", help="Python runtime: python (default, standard library) or python-data (numpy, pandas, ...)"
+        "--runtime",
+        help="Python runtime: python (default, standard library) or python-data (numpy, pandas, ...)",
     )
     run.add_argument("--json", action="store_true", help="print the result object as JSON")
     run.set_defaults(func=_run_handler)

@@ -359,6 +359,15 @@ def _compile_timed_out(record: dict[str, Any] | None) -> bool:
     return bool(record.get("wall_limit")) or _int(record.get("signal")) == signal.SIGXCPU
 
 
+_STOPPED = {
+    "wall": " (wall-clock limit)",
+    "cpu": " (CPU time limit)",
+    "output": " (output limit)",
+    "protocol": " (the program broke the record protocol)",
+    "stop": " (stop_on_first_failure)",
+}
+
+
 def fetched_files(request: ExecutionRequest, state: RunState) -> tuple[dict[str, bytes], dict[str, str]]:
     """The request's ``fetch_files`` as ``(files, file_errors)``: every path in exactly one of them.
 
@@ -381,11 +390,11 @@ def fetched_files(request: ExecutionRequest, state: RunState) -> tuple[dict[str,
                 errors[path] = "the harness sent it garbled (not base64)"
         else:
             errors[path] = error if isinstance(error, str) else "the harness gave no reason"
-    ended = f" ({state.kill_reason} limit)" if state.kill_reason else ""
+    why = _STOPPED.get(state.kill_reason or "", "")
     for path in request.fetch_files:
         if path not in files and path not in errors:
             errors[path] = (
-                f"not read: the sandbox was stopped before its harness read the work directory{ended}"
+                f"not read: the sandbox was stopped before its harness read the work directory{why}"
             )
     return files, errors
 
