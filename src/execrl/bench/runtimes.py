@@ -10,8 +10,9 @@ Two programs, each run ``--runs`` times one after another (latency, not throughp
 * ``subprocess``: the peer, ``python -S -c PROGRAM`` with the packages on ``PYTHONPATH`` and no isolation
   at all, started fresh per run like SandboxFusion's runner.
 
-Each row reports p50 and p90 in ms and ``ratio_vs_subprocess`` (sandbox p50 over the peer's p50, same
-program, same run). Needs the runtime installed (``scripts/setup.sh --python-data``).
+Each row reports p50 and p90 in ms, ``first_ms`` (the first run, which for a sandbox runtime includes
+starting its zygote), and ``ratio_vs_subprocess`` (sandbox p50 over the peer's p50, same program, same
+run); each sandbox contender also reports its zygote's resident memory (``zygote_rss_mb``). Needs the runtime installed (``scripts/setup.sh --python-data``).
 """
 
 from __future__ import annotations
@@ -39,14 +40,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _times_ms(call: Callable[[], None], runs: int) -> dict[str, float]:
+    start = time.perf_counter()
     call()  # warm: a runtime's zygote starts on first use
+    first_ms = (time.perf_counter() - start) * 1e3
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
         call()
         samples.append((time.perf_counter() - start) * 1e3)
     samples.sort()
-    return {"p50_ms": statistics.median(samples), "p90_ms": samples[int(0.9 * (len(samples) - 1))]}
+    p90 = samples[int(0.9 * (len(samples) - 1))]
+    return {"p50_ms": statistics.median(samples), "p90_ms": p90, "first_ms": first_ms}
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def _sandbox_rows(runs: int, runtime: str, programs: list[str], label: str) -> dict[str, Any]:
@@ -63,6 +74,8 @@ def _sandbox_rows(runs: int, runtime: str, programs: list[str], label: str) -> d
                     raise RuntimeError(f"{label} {name}: {result.verdict.value}: {result.stderr[-500:]}")
 
             rows[name] = _times_ms(call, runs)
+        pool = sandbox._pool_for(runtime)
+        rows["zygote_rss_mb"] = round(_rss_mb(pool.process.pid), 1)  # the fork server every sandbox copies
     return rows
 
 
@@ -109,14 +122,18 @@ def run(args: argparse.Namespace) -> int:
         "subprocess": peer,
     }
     for rows in contenders.values():
-        for name, row in rows.items():
-            row["ratio_vs_subprocess"] = round(row["p50_ms"] / peer[name]["p50_ms"], 3)
-    print(f"{'contender':34} {'program':8} {'p50 ms':>8} {'p90 ms':>8} {'vs subprocess':>14}")
+        for name in PROGRAMS:
+            if name in rows:
+                rows[name]["ratio_vs_subprocess"] = round(rows[name]["p50_ms"] / peer[name]["p50_ms"], 3)
+    print(f"{'contender':34} {'program':8} {'p50 ms':>8} {'p90 ms':>8} {'first ms':>9} {'vs subprocess':>14}")
     for label, rows in contenders.items():
-        for name, row in rows.items():
-            print(
-                f"{label:34} {name:8} {row['p50_ms']:8.1f} {row['p90_ms']:8.1f} {row['ratio_vs_subprocess']:14.3f}"
-            )
+        for name in PROGRAMS:
+            if name in rows:
+                row = rows[name]
+                print(f"{label:34} {name:8} {row['p50_ms']:8.1f} {row['p90_ms']:8.1f} {row['first_ms']:9.1f} "
+                      f"{row['ratio_vs_subprocess']:14.3f}")  # fmt: skip
+        if "zygote_rss_mb" in rows:
+            print(f"{label:34} zygote RSS {rows['zygote_rss_mb']} MB")
     if args.json is not None:
         out = {"runs": args.runs, "cpus": os.cpu_count(), "programs": PROGRAMS, "contenders": contenders}
         args.json.write_text(json.dumps(out, indent=2) + "\n")
