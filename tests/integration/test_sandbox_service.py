@@ -10,47 +10,25 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from service_server import post as _post
+from service_server import running_server
 
-EXECRL = str(Path(sys.executable).with_name("execrl"))
 SF_RESPONSE_KEYS = {"status", "message", "compile_result", "run_result", "executor_pod_name", "files"}
 SF_COMMAND_KEYS = {"status", "execution_time", "return_code", "stdout", "stderr"}
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    command = [EXECRL, "sandbox", "serve", "--port", "0", "--workers", "2", "--max-body-mb", "1"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    line = process.stdout.readline()  # blocks until the server is listening (or has died)
-    if "listening on" not in line:
-        process.kill()
-        pytest.fail(f"server did not start: {line!r} {process.communicate()[1]}")
-    yield line.split("listening on ", 1)[1].strip()
-    process.send_signal(signal.SIGTERM)
-    process.communicate(timeout=30)  # also closes the pipes
-    assert process.returncode == 0
-
-
-def _post(url: str, body: Any, *, raw: bytes | None = None) -> tuple[int, Any]:
-    data = raw if raw is not None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    with running_server("--max-body-mb", "1") as url:
+        yield url
 
 
 def _get(url: str) -> tuple[int, Any]:
@@ -137,8 +115,8 @@ def test_run_code_cpp_compile_error_and_success(server: str) -> None:
 
 
 def test_known_but_unsupported_language_is_sandbox_error(server: str) -> None:
-    status, body = _post(f"{server}/run_code", {"code": "package main", "language": "go"})
-    assert status == 200 and body["status"] == "SandboxError" and "'go' is not supported" in body["message"]
+    status, body = _post(f"{server}/run_code", {"code": "<?php echo 1;", "language": "php"})
+    assert status == 200 and body["status"] == "SandboxError" and "'php' is not supported" in body["message"]
 
 
 @pytest.mark.parametrize(
@@ -151,7 +129,7 @@ def test_known_but_unsupported_language_is_sandbox_error(server: str) -> None:
         ("/run_code", b'{"code": "", "language": "python"}', 422, "code"),
         ("/run_code", b'{"code": "print(1)", "language": "python", "run_timeout": -1}', 422, "run_timeout"),
         ("/run_code", b'{"code": "print(1)", "language": "python", "memory_limit_MB": 4}', 422, "memory_limit_MB"),
-        ("/run_code", b'{"code": "print(1)", "language": "python", "fetch_files": ["a"]}', 422, "fetch_files"),
+        ("/run_code", b'{"code": "print(1)", "language": "python", "fetch_files": ["../a"]}', 422, "fetch_files"),
         ("/run_code", b'["code"]', 422, "body"),
         ("/v1/execute", b'{"language": "python", "program": "x", "tests": [{"type": "io"}]}', 422, "tests[0].expected_stdout"),
         ("/v1/execute", b'{"language": "python", "program": "x", "limits": {"timeout_s": 0}}', 422, "limits"),

@@ -80,13 +80,20 @@ Trade-offs made for throughput (each measured; see the modules named):
   which the slot's janitor waits for.
 * The zygote preloads ``typing``, ``math``, ``collections`` and a few other pure standard-library modules
   (``zygote.PRELOADED_MODULES``): a candidate finds them already in ``sys.modules`` (a fresh copy per
-  execution, as for every other object).
+  execution, as for every other object). The ``python-data`` runtime (``runtimes.py``) runs in a zygote
+  of its own that also preloaded numpy and pandas from a packages directory bound read-only into its
+  jail; numpy's global random state is reseeded per sandbox (``child._reseed_preloaded``).
+* ``fetch_files`` (files read back after the run, ``workfiles.py``) are read by the harness once every
+  candidate process is dead, one path component at a time with ``O_NOFOLLOW``, regular files only, within
+  ``Limits.max_fetch_file_bytes``/``max_fetch_bytes``: a link the candidate plants under a fetched name
+  returns nothing from outside the work directory (``tests/security/test_fetch_hazards.py``).
 """
 
 from execrl.sandbox.api import Sandbox, SandboxConfig, default_sandbox
 from execrl.sandbox.backends import list_backends, register_backend
 from execrl.sandbox.errors import InvalidRequestError, SandboxError, SandboxFailure, UnsupportedHostError
 from execrl.sandbox.languages import Language, list_languages, register_language
+from execrl.sandbox.runtimes import Runtime, list_runtimes, register_runtime
 from execrl.sandbox.types import (
     CallTest,
     CodeTest,
@@ -108,6 +115,7 @@ __all__ = [
     "InvalidRequestError",
     "Language",
     "Limits",
+    "Runtime",
     "Sandbox",
     "SandboxConfig",
     "SandboxError",
@@ -119,6 +127,8 @@ __all__ = [
     "default_sandbox",
     "list_backends",
     "list_languages",
+    "list_runtimes",
     "register_backend",
     "register_language",
+    "register_runtime",
 ]

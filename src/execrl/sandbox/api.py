@@ -24,6 +24,7 @@ from execrl.sandbox.errors import InvalidRequestError, SandboxFailure, Unsupport
 from execrl.sandbox.languages import get_language
 from execrl.sandbox.pool import WorkerPool
 from execrl.sandbox.runner import Driver, RunState, build_job
+from execrl.sandbox.runtimes import DEFAULT_RUNTIME, Runtime, resolve_runtime
 from execrl.sandbox.types import (
     CallTest,
     ExecutionRequest,
@@ -88,6 +89,7 @@ def validate_request(request: ExecutionRequest) -> None:
         raise InvalidRequestError(f"expected an ExecutionRequest, got {type(request).__name__}")
     language = get_language(request.language)
     language.check_available()
+    resolve_runtime(language.name, request.runtime)
     if request.program_path is None:  # the language's default path may clash with a file
         paths = work_path_problems(list(request.files), language.default_path)
         if paths:
@@ -149,13 +151,11 @@ class Sandbox:
             if os.geteuid() != 0:
                 cgroup_root = None
         self.limits = self.config.limits
-        self._pool = WorkerPool(
-            workers=self.config.workers,
-            slots=self.config.workers + self.config.concurrency + 1,
-            default_key=(self.limits.workdir_mb, self.limits.workdir_inodes),
-            isolate=backend.isolate,
-            cgroup_root=cgroup_root,
-        )
+        self._isolate = backend.isolate
+        self._cgroup_root = cgroup_root
+        self._pool = self._start_pool(None)
+        self._runtime_pools: dict[str, WorkerPool] = {}  # other runtimes' pools, started on first use
+        self._runtime_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(
             max_workers=self.config.concurrency, thread_name_prefix="execrl-sandbox"
         )
@@ -187,6 +187,27 @@ class Sandbox:
         )
 
     # -- internals -------------------------------------------------------------------------------------
+    def _start_pool(self, runtime: Runtime | None) -> WorkerPool:
+        return WorkerPool(
+            workers=self.config.workers,
+            slots=self.config.workers + self.config.concurrency + 1,
+            default_key=(self.limits.workdir_mb, self.limits.workdir_inodes),
+            isolate=self._isolate,
+            cgroup_root=self._cgroup_root,
+            packages_dir=runtime.packages_dir if runtime else None,
+            preload=runtime.preload if runtime else (),
+        )
+
+    def _pool_for(self, runtime: str | None) -> WorkerPool:
+        """The default pool, or the runtime's own (its zygote preloads its packages), started on first
+        use: a sandbox that never runs ``python-data`` never pays for its zygote."""
+        if runtime is None or runtime == DEFAULT_RUNTIME:
+            return self._pool
+        with self._runtime_lock:
+            if runtime not in self._runtime_pools:
+                self._runtime_pools[runtime] = self._start_pool(resolve_runtime("python", runtime))
+            return self._runtime_pools[runtime]
+
     def _execute(self, request: ExecutionRequest) -> ExecutionResult:
         if request.limits == _LIBRARY_LIMITS and self.limits != _LIBRARY_LIMITS:
             request = dataclasses.replace(request, limits=self.limits)
@@ -195,11 +216,12 @@ class Sandbox:
             request = dataclasses.replace(request, limits=language.limits_for(request.limits))
         limits = request.limits
         try:
-            worker = self._pool.acquire((limits.workdir_mb, limits.workdir_inodes))
+            pool = self._pool_for(request.runtime)
+            worker = pool.acquire((limits.workdir_mb, limits.workdir_inodes))
         except SandboxFailure as exc:
             return sandbox_error_result(str(exc))
-        slot = self._pool.slot(worker)
-        driver = Driver(worker, slot, request, language, self._pool.wait_exit if self._pool.isolate else None)
+        slot = pool.slot(worker)
+        driver = Driver(worker, slot, request, language, pool.wait_exit if pool.isolate else None)
         try:
             state = driver.run(build_job(request, language), self._judge_fn(request, driver.state))
             stats = slot.stats() if slot is not None else None
@@ -216,8 +238,8 @@ class Sandbox:
             logger.exception("judging request failed inside the parent (an execrl bug)")
             return sandbox_error_result(f"internal error while judging: {type(exc).__name__}: {exc}")
         finally:
-            self._pool.release(worker)
-            if not self._pool.isolate and driver.state.workdir.startswith(tempfile.gettempdir()):
+            pool.release(worker)
+            if not pool.isolate and driver.state.workdir.startswith(tempfile.gettempdir()):
                 shutil.rmtree(driver.state.workdir, ignore_errors=True)
 
     @staticmethod
@@ -241,6 +263,8 @@ class Sandbox:
         self._closed = True
         self._executor.shutdown(wait=True)
         self._pool.close()
+        for pool in self._runtime_pools.values():
+            pool.close()
 
     def __enter__(self) -> Sandbox:
         return self

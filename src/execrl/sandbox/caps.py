@@ -32,6 +32,7 @@ __all__ = [
     "check_execution",
     "check_json_shape",
     "execution_bytes",
+    "fetch_bytes",
     "fit_default_output",
     "json_too_deep",
     "result_bytes",
@@ -45,11 +46,20 @@ _DEFAULT_OUTPUT_BYTES = Limits().max_output_bytes
 _RECORD_SLACK = 1 << 16  # a record's line may exceed max_output_bytes by this much (harness.GroupState)
 
 
+def fetch_bytes(execution: ExecutionRequest) -> int:
+    """Most the fetched files of ``execution`` can add to its result, as base64 (4 bytes per 3)."""
+    limits = execution.limits
+    raw = min(limits.max_fetch_bytes, len(execution.fetch_files) * limits.max_fetch_file_bytes)
+    return 4 * -(-raw // 3)
+
+
 def result_bytes(execution: ExecutionRequest) -> int:
-    """Most text the ``ExecutionResult`` of ``execution`` can hold (three streams, every test's fields)."""
+    """Most text the ``ExecutionResult`` of ``execution`` can hold (three streams, every test's fields,
+    the fetched files)."""
     per_stream = execution.limits.max_output_bytes + _MARKER_BYTES
     per_test = _TEST_FIELDS * (FIELD_BYTES + _MARKER_BYTES)
-    return 3 * per_stream + sum(per_test + len(t.name.encode("utf-8", "replace")) for t in execution.tests)
+    tests = sum(per_test + len(t.name.encode("utf-8", "replace")) for t in execution.tests)
+    return 3 * per_stream + tests + fetch_bytes(execution)
 
 
 def execution_bytes(execution: ExecutionRequest) -> int:

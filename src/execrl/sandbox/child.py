@@ -75,6 +75,7 @@ def _prelude(
         low = fd + 1
     os.closerange(low, ALL_FDS)
     resource.setrlimit(resource.RLIMIT_CPU, cpu_rlimit(cpu_left_s))
+    _reseed_preloaded()
     for which, value in (
         (resource.RLIMIT_FSIZE, int(limits["max_file_mb"]) << 20),
         (resource.RLIMIT_NOFILE, int(limits["max_open_files"])),
@@ -83,6 +84,15 @@ def _prelude(
         hard = resource.getrlimit(which)[1]
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(which, (value, value))
+
+
+def _reseed_preloaded() -> None:
+    """numpy's global random state was seeded once, in a zygote that preloaded numpy (``runtimes.py``),
+    so every sandbox would draw the same ``np.random.rand()``: reseed it from the OS, as a fresh
+    ``import numpy`` would (the zygote never preloads ``random`` for the same reason)."""
+    np_random = sys.modules.get("numpy.random")
+    if np_random is not None:
+        np_random.seed()
 
 
 def cpu_rlimit(cpu_left_s: float) -> tuple[int, int]:

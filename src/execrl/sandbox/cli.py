@@ -168,6 +168,7 @@ def _build_request(args: argparse.Namespace) -> ExecutionRequest:
         tests=load_tests(Path(args.tests)) if args.tests else (),
         stdin=_read_text(Path(args.stdin), "stdin file") if args.stdin else "",
         limits=Limits(**limits_kwargs),
+        runtime=args.runtime,
     )
 
 
@@ -252,6 +253,7 @@ def _serve_handler(args: argparse.Namespace) -> int:
             max_tests=args.max_tests,
             max_result_mb=args.max_result_mb,
             allowed_origins=tuple(args.allow_origin),
+            run_code_python_runtime=args.run_code_python_runtime,
         )
         serve(host=args.host, port=args.port, workers=args.workers, config=config)
     except SandboxError as exc:
@@ -274,6 +276,10 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--stdin", metavar="FILE", help="file fed to the program's stdin (plain run)")
     run.add_argument("--timeout-s", type=float, help="wall-clock and CPU-time limit in seconds (default 10)")
     run.add_argument("--memory-mb", type=int, help="memory limit in MiB (default 512)")
+    run.add_argument(
+        "--runtime",
+        help="Python runtime: python (default, standard library) or python-data (numpy, pandas, ...)",
+    )
     run.add_argument("--json", action="store_true", help="print the result object as JSON")
     run.set_defaults(func=_run_handler)
 
@@ -300,6 +306,11 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="cap on limits.max_output_bytes, per stream (422 above)",
     )
     serve.add_argument("--max-tests", type=int, default=1024, help="cap on tests per execution (422 above)")
+    serve.add_argument(
+        "--run-code-python-runtime",
+        default=None,
+        help="runtime of /run_code's python (default: the standard library; python-data adds numpy, pandas, ...)",
+    )
     serve.add_argument(
         "--max-batch-requests", type=int, default=1024, help="cap on requests per batch (422 above)"
     )

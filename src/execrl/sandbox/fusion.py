@@ -5,32 +5,42 @@ observed at commit 469de08) and what verl's client (``verl/utils/reward_score/sa
 sends and reads. Request: ``code``, ``language``, ``run_timeout``, ``compile_timeout``, ``memory_limit_MB``,
 ``stdin``, ``files`` (path -> base64), ``fetch_files``. Response: ``status`` (Success | Failed |
 SandboxError), ``message``, ``compile_result``/``run_result`` ({status Finished | TimeLimitExceeded | Error,
-execution_time, return_code, stdout, stderr}), ``executor_pod_name`` and ``files``.
+execution_time, return_code, stdout, stderr}), ``executor_pod_name`` and ``files`` (path -> base64).
+
+Languages (``SANDBOX_FUSION_NAMES``): SandboxFusion's ``python``, ``cpp``, ``nodejs``, ``go``, ``java``,
+``rust``, ``bash`` and ``typescript`` run as execrl's ``python``, ``cpp``, ``javascript``, ``go``, ``java``,
+``rust``, ``bash`` and ``typescript``; ``python3``, ``c``, ``javascript``, ``js`` and ``ts`` are accepted
+too, and so is any name in execrl's registry. A name SandboxFusion does not know is a 422 (as its own
+schema validation does); a name it knows that execrl does not run here (``php``, ``pytest``, ``go_test``,
+``junit``, ``jest``, ... or one of the languages above whose toolchain this server lacks) answers
+``status: SandboxError`` with a message listing what runs: what SandboxFusion returns when a runner is
+unavailable, and what verl counts as a sandbox fault (-1), not as a wrong answer.
 
 Where execrl differs, and why (all documented, none silent):
-* Languages: those in execrl's registry (``python``, alias ``python3``, and ``cpp``) run. A name SandboxFusion does not know is a 422
-  (as SandboxFusion's own schema validation does); a name SandboxFusion knows but execrl does not run
-  (``go``, ``nodejs``, ...) answers ``status: SandboxError`` with a message listing what runs, which is what
-  SandboxFusion returns when a runner is unavailable, and what verl counts as a sandbox fault (-1), not as
-  a wrong answer.
+* ``python`` runs the server's ``run_code_python_runtime`` (``ServiceConfig``): the standard library only
+  by default, the fast path; SandboxFusion's Python has 101 packages. Serve with
+  ``--run-code-python-runtime python-data`` for numpy, pandas, scipy and scikit-learn.
 * ``run_timeout`` becomes both the wall-clock and the CPU-time limit of the run; ``compile_timeout`` both
-  limits of the compile step (``Limits.compile_timeout_s``).
+  limits of the compile step (``Limits.compile_timeout_s``). A compile that hits it answers
+  ``compile_result.status: TimeLimitExceeded``, as SandboxFusion does.
 * ``memory_limit_MB`` is a cgroup limit on the whole sandbox (SandboxFusion sets RLIMIT_AS); ``-1`` (or any
   value <= 0) means the server's default (``default_memory_mb``). Exceeding it shows as a failed run killed
   by SIGKILL (``return_code: -9``), SandboxFusion shows a ``MemoryError`` with return code 1.
-* ``files`` must decode to UTF-8 text (execrl's work-directory files are text); ``null`` entries are
-  skipped as SandboxFusion does. ``fetch_files`` must be empty: the sandbox's work directory is a private
-  tmpfs that vanishes at teardown, so there is nothing to fetch (a non-empty list is a 422, never a silent
-  empty answer).
+* ``files``: any bytes (``null`` entries are skipped, as SandboxFusion does), under the request paths'
+  rules (relative, no ``.``/``..``/empty component) and the work directory's size (``Limits.workdir_mb``).
+* ``fetch_files``: returned only if a regular file of the work directory, reached without following a
+  symbolic link (SandboxFusion follows links, so a program could make it return any host file it can
+  read), of at most ``Limits.max_fetch_file_bytes`` (4 MiB) each and ``Limits.max_fetch_bytes`` (16 MiB)
+  in all. A path not returned is left out of ``files`` as SandboxFusion leaves out a missing file, and
+  ``message`` says why for each (SandboxFusion's message stays empty).
 * ``return_code`` of a process killed by signal ``n`` is ``-n`` (Python's subprocess convention, which
-  SandboxFusion inherits). ``execution_time`` of a compile step is ``null``: execrl measures the execution
-  as a whole.
+  SandboxFusion inherits). ``args`` (pytest arguments) is not supported: SandboxFusion's ``pytest`` mode
+  is not run here.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import math
 import signal
 from typing import Any, Literal
@@ -42,13 +52,22 @@ from execrl.sandbox.languages import get_language, list_languages
 from execrl.sandbox.serialize import (
     FieldProblem,
     RequestFieldError,
+    decode_base64_files,
     find_unencodable,
     problems_from_validation_error,
 )
-from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Limits, Verdict
+from execrl.sandbox.types import (
+    ExecutionRequest,
+    ExecutionResult,
+    Limits,
+    Verdict,
+    fetch_path_problems,
+    work_path_problems,
+    workdir_space_problems,
+)
 
 __all__ = [
-    "LANGUAGE_ALIASES",
+    "SANDBOX_FUSION_NAMES",
     "SANDBOX_FUSION_LANGUAGES",
     "execrl_language",
     "RunCodeRequest",
@@ -64,18 +83,25 @@ SANDBOX_FUSION_LANGUAGES: tuple[str, ...] = (
     "rust", "cuda", "lua", "R", "perl", "D_ut", "ruby", "scala", "julia", "pytest", "junit",
     "kotlin_script", "jest", "verilog", "python_gpu", "lean", "swift", "racket",
 )  # fmt: skip
-# Extra names accepted for execrl languages; any language in execrl's registry is accepted as itself.
-LANGUAGE_ALIASES: dict[str, str] = {"python3": "python"}
+# ``/run_code`` name -> execrl language: SandboxFusion's names first, then extra names clients use. Any
+# language in execrl's registry is also accepted as itself.
+SANDBOX_FUSION_NAMES: dict[str, str] = {
+    "python": "python", "cpp": "cpp", "nodejs": "javascript", "go": "go", "java": "java", "rust": "rust",
+    "bash": "bash", "typescript": "typescript",
+    "python3": "python", "c": "c", "javascript": "javascript", "js": "javascript", "ts": "typescript",
+}  # fmt: skip
 
 
 def execrl_language(name: str) -> str | None:
-    """The execrl language a ``/run_code`` language name runs as, or None if execrl does not run it."""
-    resolved = LANGUAGE_ALIASES.get(name, name)
+    """The execrl language a ``/run_code`` language name runs as, or None if execrl does not run it here."""
+    resolved = SANDBOX_FUSION_NAMES.get(name, name)
     return resolved if resolved in list_languages() else None
 
 
 def _runnable() -> list[str]:
-    return sorted([*list_languages(), *LANGUAGE_ALIASES])
+    registered = set(list_languages())
+    names = {name for name, language in SANDBOX_FUSION_NAMES.items() if language in registered}
+    return sorted(names | registered)
 
 
 class RunCodeRequest(BaseModel):
@@ -93,7 +119,8 @@ class RunCodeRequest(BaseModel):
     @field_validator("language")
     @classmethod
     def _known_language(cls, value: str) -> str:
-        if value not in SANDBOX_FUSION_LANGUAGES and execrl_language(value) is None:
+        known = value in SANDBOX_FUSION_LANGUAGES or value in SANDBOX_FUSION_NAMES
+        if not known and execrl_language(value) is None:
             raise ValueError(f"unknown language {value!r}; execrl runs {_runnable()}")
         return value
 
@@ -104,33 +131,9 @@ class RunCodeRequest(BaseModel):
             raise ValueError("must be a number of seconds in (0, 3600]")
         return value
 
-    @field_validator("fetch_files")
-    @classmethod
-    def _no_fetch(cls, value: list[str]) -> list[str]:
-        if value:
-            raise ValueError(
-                "fetch_files is not supported: execrl's work directory is a private tmpfs discarded at "
-                "teardown; print what you need to stdout instead (send [])"
-            )
-        return value
-
 
 class UnsupportedLanguage(InvalidRequestError):
     """A SandboxFusion language that execrl does not run (answered as ``status: SandboxError``)."""
-
-
-def _decode_files(files: dict[str, str | None]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for path, encoded in files.items():
-        if encoded is None:
-            continue
-        try:
-            out[path] = base64.b64decode(encoded, validate=True).decode("utf-8")
-        except (binascii.Error, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-            raise RequestFieldError(
-                [FieldProblem(f"files.{path}", f"must be base64 of UTF-8 text ({exc})")]
-            ) from None
-    return out
 
 
 def _limits(body: RunCodeRequest, default_memory_mb: int, max_output_bytes: int) -> Limits:
@@ -157,12 +160,17 @@ def _limits(body: RunCodeRequest, default_memory_mb: int, max_output_bytes: int)
 
 
 def parse_run_code(
-    data: Any, *, default_memory_mb: int, max_output_bytes: int = Limits().max_output_bytes
+    data: Any,
+    *,
+    default_memory_mb: int,
+    max_output_bytes: int = Limits().max_output_bytes,
+    python_runtime: str | None = None,
 ) -> ExecutionRequest:
     """Validate a ``/run_code`` body and build the plain-run ``ExecutionRequest``.
 
     The run's output limit is execrl's default (1 MiB per stream, as SandboxFusion reads) or the server's
-    ``max_output_bytes`` if that is smaller: the request has no field for it.
+    ``max_output_bytes`` if that is smaller: the request has no field for it. A Python program runs in
+    ``python_runtime`` (``None``: the standard-library runtime).
 
     Raises ``RequestFieldError`` naming the field (HTTP 422), ``UnsupportedLanguage`` for a SandboxFusion
     language execrl does not run, ``InvalidRequestError`` for values the request dataclass rejects.
@@ -181,12 +189,23 @@ def parse_run_code(
         )
     if not body.code.strip():
         raise RequestFieldError([FieldProblem("code", "is empty; pass the source code to run")])
+    limits = _limits(body, default_memory_mb, max_output_bytes)
+    files: dict[str, str | bytes] = dict(decode_base64_files(body.files, "files"))
+    problems = (
+        work_path_problems(list(files), None)
+        or workdir_space_problems(files, body.code, limits)
+        or fetch_path_problems(body.fetch_files)
+    )
+    if problems:
+        raise RequestFieldError([FieldProblem(name, problem) for name, problem in problems])
     return ExecutionRequest(
         language=language,
         program=body.code,
         stdin=body.stdin or "",
-        files=_decode_files(body.files),
-        limits=_limits(body, default_memory_mb, max_output_bytes),
+        files=files,
+        limits=limits,
+        fetch_files=tuple(body.fetch_files),
+        runtime=python_runtime if language == "python" else None,
     )
 
 
@@ -207,14 +226,24 @@ def _command(
     }
 
 
-def _response(status: str, message: str, compile_result: Any, run_result: Any) -> dict[str, Any]:
+def _response(
+    status: str, message: str, compile_result: Any, run_result: Any, result: ExecutionResult | None = None
+) -> dict[str, Any]:
+    """The response body; ``result``'s fetched files as base64, and why any others were not returned
+    appended to ``message`` (SandboxFusion silently leaves a missing file out)."""
+    files = {} if result is None else result.files
+    errors = {} if result is None else result.file_errors
+    if errors:
+        why = "; ".join(f"{path!r} {reason}" for path, reason in errors.items())
+        message = f"{message}; " if message else ""
+        message += f"fetch_files not returned: {why}"
     return {
         "status": status,
         "message": message,
         "compile_result": compile_result,
         "run_result": run_result,
         "executor_pod_name": None,
-        "files": {},
+        "files": {path: base64.b64encode(data).decode() for path, data in files.items()},
     }
 
 
@@ -258,14 +287,18 @@ def run_code_response(
         run = _command("Error", execution_time=None, return_code=None, stdout="", stderr=message)
         return _response("SandboxError", message, None, run)
     compile_result = None
-    if get_language(language).mode == "binary":
+    if get_language(language).compile_argv:
         failed = result.verdict is Verdict.COMPILE_ERROR
+        timed_out = failed and result.compile_timed_out
         compile_result = _command(
-            "Finished", execution_time=None, return_code=1 if failed else 0, stdout="",
+            "TimeLimitExceeded" if timed_out else "Finished",
+            execution_time=result.compile_wall_time_s,
+            return_code=None if timed_out else 1 if failed else 0,
+            stdout="",
             stderr=result.compile_output,
-        )  # fmt: skip
+        )
         if failed:
-            return _response("Failed", "", compile_result, None)
+            return _response("Failed", "", compile_result, None, result)
     timed_out = result.verdict is Verdict.TIME_LIMIT
     return_code = None if timed_out else _return_code(result)
     run = _command(
@@ -277,7 +310,7 @@ def run_code_response(
     )
     ok = not timed_out and return_code == 0 and result.verdict is Verdict.PASSED
     message = _message(result, return_code, ok, max_output_bytes)
-    return _response("Success" if ok else "Failed", message, compile_result, run)
+    return _response("Success" if ok else "Failed", message, compile_result, run, result)
 
 
 def unsupported_language_response(exc: UnsupportedLanguage) -> dict[str, Any]:

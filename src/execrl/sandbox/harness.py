@@ -47,7 +47,7 @@ import signal
 import time
 import traceback
 
-from execrl.sandbox import child, jail, records
+from execrl.sandbox import child, jail, records, workfiles
 from execrl.sandbox.records import clean_error
 
 # Annotations only: importing ``typing`` would add ~2 MB to the zygote, and to every fork of it.
@@ -189,18 +189,7 @@ class Harness:
 
     # -- phases ----------------------------------------------------------------------------------------
     def write_files(self) -> None:
-        files = dict(self.job["files"])
-        files[self.job["program_path"]] = self.job["program"]
-        for path, content in files.items():
-            directory = os.path.dirname(path)
-            if directory:
-                os.makedirs(directory, exist_ok=True)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-            fd = os.open(path, flags, 0o644)
-            try:
-                child.write_all(fd, content.encode("utf-8"))
-            finally:
-                os.close(fd)
+        workfiles.write_all(self.job)
 
     def run_exec(
         self, argv: list[str], stdin: bytes, capture: bool, limit: int, deadline: float, merge: bool = False
@@ -313,7 +302,7 @@ class GroupState:
         return True
 
 
-def runs_inline(isolated: bool, mode: str, test_kinds: list[str]) -> bool:
+def runs_inline(isolated: bool, mode: str, test_kinds: list[str], fetches: bool = False) -> bool:
     """Whether the candidate runs in pid 1 itself instead of a forked ``C`` (the parent decides the same
     from the request, so no record from the sandbox can switch it).
 
@@ -323,8 +312,10 @@ def runs_inline(isolated: bool, mode: str, test_kinds: list[str]) -> bool:
     test: the parent validates the records (``GroupState``), knows the expected values, and learns how
     pid 1 ended from the zygote that reaps it. Several tests keep ``C``: a death in one test must not
     take the following tests with it, which needs a trusted harness that survives.
+    ``fetches``: the job reads files back after the run (``workfiles.fetch_all``), which needs ``H``.
     """
-    return isolated and mode == "python" and len(test_kinds) == 1 and test_kinds[0] in ("code", "call")
+    one_test = len(test_kinds) == 1 and test_kinds[0] in ("code", "call")
+    return isolated and mode == "python" and one_test and not fetches
 
 
 def run_group(h: Harness, indices: list[int]) -> None:
@@ -424,6 +415,22 @@ def read_job(job_fd: int) -> dict[str, Any]:
     return job
 
 
+def _run_tests(h: Harness, res_fd: int) -> None:
+    job = h.job
+    tests = job["tests"]
+    kinds = [t["kind"] for t in tests]
+    if runs_inline(h.isolated, job["language"]["mode"], kinds, bool(job.get("fetch_files"))):
+        child.run_tests(job, [0], res_fd, h.cpu_left_s(), h.max_output, new_session=False)
+    group = [i for i, t in enumerate(tests) if t["kind"] in ("code", "call")]
+    io_tests = [i for i, t in enumerate(tests) if t["kind"] == "io"]
+    if not tests:
+        run_plain(h)
+    if group:
+        run_group(h, group)
+    if io_tests:
+        run_io(h, io_tests)
+
+
 def main(res_fd: int, job_fd: int, isolated: bool) -> NoReturn:
     """Entry of ``H`` once the worker is isolated and has reported ready: wait for the job, run it, report done."""
     try:
@@ -432,20 +439,10 @@ def main(res_fd: int, job_fd: int, isolated: bool) -> NoReturn:
         if not isolated:
             h.send({"kind": "workdir", "path": jail.unisolated_workdir()})
         h.write_files()
-        if job["language"]["compile"] and not h.compile():
-            h.send({"kind": "done"})
-            os._exit(0)
-        tests = job["tests"]
-        if runs_inline(isolated, job["language"]["mode"], [t["kind"] for t in tests]):
-            child.run_tests(job, [0], res_fd, h.cpu_left_s(), h.max_output, new_session=False)
-        group = [i for i, t in enumerate(tests) if t["kind"] in ("code", "call")]
-        io_tests = [i for i, t in enumerate(tests) if t["kind"] == "io"]
-        if not tests:
-            run_plain(h)
-        if group:
-            run_group(h, group)
-        if io_tests:
-            run_io(h, io_tests)
+        if not job["language"]["compile"] or h.compile():
+            _run_tests(h, res_fd)
+        if job.get("fetch_files"):
+            workfiles.fetch_all(job, h.send)
         h.send({"kind": "done"})
         os._exit(0)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as a sandbox error

@@ -64,6 +64,11 @@ ENV = {
     "TMPDIR": WORKDIR,
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",
+    # One thread per BLAS/OpenMP pool: the python-data zygote imports numpy before it forks and must stay
+    # single-threaded, and every thread counts against the sandbox's process limit.
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
 }
 
 
@@ -126,9 +131,10 @@ def _touch(path: str) -> None:
         pass
 
 
-def build_template_root(python_prefix: str) -> None:
+def build_template_root(python_prefix: str, packages_dir: str | None = None) -> None:
     """Run once, in the zygote: move it into a private mount namespace whose root is the read-only
-    skeleton every sandbox shares (``/usr``, the Python prefix, devices, empty ``/proc`` and ``/tmp``).
+    skeleton every sandbox shares (``/usr``, the Python prefix, devices, empty ``/proc`` and ``/tmp``),
+    plus, for a runtime with packages (``runtimes.py``), its packages directory, read-only like the rest.
 
     Each worker is then cloned with a new mount namespace, which copies this small tree; the worker only
     mounts its own ``/proc`` and work directory. Building the tree per worker instead (about ten mounts,
@@ -160,6 +166,9 @@ def build_template_root(python_prefix: str) -> None:
     if not prefix.startswith("/usr/"):
         os.makedirs(f"{root}{prefix}", exist_ok=True)
         _ro_bind(prefix, f"{root}{prefix}")
+    if packages_dir is not None:
+        os.makedirs(f"{root}{packages_dir}", exist_ok=True)
+        _ro_bind(packages_dir, f"{root}{packages_dir}")
     _add_devices(root)
     os.chdir(root)
     linux.pivot_root(".", ".old")

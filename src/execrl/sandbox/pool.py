@@ -114,8 +114,20 @@ def base_python() -> str:
 
 class WorkerPool:
     def __init__(
-        self, *, workers: int, slots: int, default_key: WorkerKey, isolate: bool, cgroup_root: Path | None
+        self,
+        *,
+        workers: int,
+        slots: int,
+        default_key: WorkerKey,
+        isolate: bool,
+        cgroup_root: Path | None,
+        packages_dir: str | None = None,
+        preload: tuple[str, ...] = (),
     ) -> None:
+        """``packages_dir``/``preload``: a Python runtime's packages and the modules its zygote imports
+        before forking (``runtimes.py``); the default runtime has neither."""
+        self.packages_dir = packages_dir
+        self.preload = preload
         self.workers = workers
         self.slots = slots
         self.default_key = default_key
@@ -140,7 +152,13 @@ class WorkerPool:
     def _start_zygote(self) -> None:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = zygote.bootstrap_code(
-            SRC_DIR, child_sock.fileno(), self.isolate, self.python_prefix, self.slots
+            SRC_DIR,
+            child_sock.fileno(),
+            self.isolate,
+            self.python_prefix,
+            self.slots,
+            self.packages_dir,
+            self.preload,
         )
         self.process = subprocess.Popen(
             [base_python(), *zygote.ARGS],

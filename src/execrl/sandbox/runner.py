@@ -12,6 +12,7 @@ record from the exit status the zygote reports.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import select
@@ -85,7 +86,13 @@ def build_job(request: ExecutionRequest, language: Language) -> bytes:
         "language": language.job_spec(program_path, limits, with_call),
         "program": request.program,
         "program_path": program_path,
-        "files": {**request.files, **support},
+        "files": {**{path: text for path, text in request.files.items() if isinstance(text, str)}, **support},
+        "files_b64": {
+            path: base64.b64encode(data).decode()
+            for path, data in request.files.items()
+            if isinstance(data, bytes)
+        },
+        "fetch_files": list(request.fetch_files),
         "stdin": request.stdin,
         "tests": [_test_dict(t) for t in request.tests],
         "limits": {
@@ -95,6 +102,8 @@ def build_job(request: ExecutionRequest, language: Language) -> bytes:
             "max_file_mb": limits.max_file_mb,
             "max_open_files": limits.max_open_files,
             "max_processes": limits.max_processes,
+            "max_fetch_file_bytes": limits.max_fetch_file_bytes,
+            "max_fetch_bytes": limits.max_fetch_bytes,
         },
     }
     try:
@@ -179,7 +188,8 @@ class _Relay:
 
 def runs_inline(request: ExecutionRequest, language: Language, isolated: bool) -> bool:
     kinds = {CodeTest: "code", CallTest: "call", IOTest: "io"}
-    return harness.runs_inline(isolated, language.mode, [kinds[type(t)] for t in request.tests])
+    test_kinds = [kinds[type(t)] for t in request.tests]
+    return harness.runs_inline(isolated, language.mode, test_kinds, bool(request.fetch_files))
 
 
 class Driver:
@@ -202,6 +212,9 @@ class Driver:
         self.state = RunState()
         self.lines = _Lines()
         self.max_bytes = request.limits.max_output_bytes
+        # An unfinished record may be a test's output or one fetched file (base64: 4 bytes per 3).
+        fetched_b64 = 4 * -(-request.limits.max_fetch_file_bytes // 3) if request.fetch_files else 0
+        self.line_limit = max(RECORD_BYTES_FACTOR * self.max_bytes, fetched_b64) + (1 << 20)
         self.judge: Any = None
         self.wait_exit = wait_exit
         inline = wait_exit is not None and runs_inline(request, language, True)
@@ -340,7 +353,7 @@ class Driver:
                 self.state.done = True
             return
         if stream == "res":
-            if len(self.lines.buffer) + len(data) > RECORD_BYTES_FACTOR * self.max_bytes + (1 << 20):
+            if len(self.lines.buffer) + len(data) > self.line_limit:
                 self.kill("output")
                 return
             for record in self.lines.feed(data):

@@ -6,8 +6,9 @@ The JSON form of an ``ExecutionRequest`` is the dataclass with each test tagged 
      "tests": [{"type": "call", "name": "t1", "entry_point": "add", "args": [1, 2], "expected": 3},
                {"type": "io", "stdin": "1 2\\n", "expected_stdout": "3\\n", "compare": "whitespace"},
                {"type": "code", "code": "assert add(2, 2) == 4"}],
-     "stdin": "", "files": {"data.txt": "..."}, "program_path": null,
-     "limits": {"timeout_s": 5, "memory_mb": 256}, "stop_on_first_failure": false}
+     "stdin": "", "files": {"data.txt": "..."}, "files_base64": {"image.png": "iVBORw0..."},
+     "program_path": null, "limits": {"timeout_s": 5, "memory_mb": 256}, "stop_on_first_failure": false,
+     "fetch_files": ["out.csv"], "runtime": null}
 
 Every key except ``language`` and ``program`` may be omitted (the dataclass default applies); a test's
 ``name`` defaults to ``test_<index>``. The test models here are the only schema of a test case: task files
@@ -20,12 +21,14 @@ file paths the work directory cannot hold (NUL, '.', '..', absolute, over NAME_M
 ``files``/``program_path``). Unique test names are the dataclass's own check (``InvalidRequestError``).
 
 Results serialise with the verdict as its string value plus the derived ``passed`` and ``pass_fraction``
-(ignored when read back). Strings that cannot be encoded as UTF-8 are written with U+FFFD replacements so
+(ignored when read back); fetched ``files`` are base64 strings. Strings that cannot be encoded as UTF-8 are written with U+FFFD replacements so
 that a candidate printing invalid bytes can never break the JSON encoder.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
@@ -43,6 +46,7 @@ from execrl.sandbox.types import (
     TestCase,
     TestResult,
     Verdict,
+    fetch_path_problems,
     work_path_problems,
     workdir_space_problems,
 )
@@ -52,6 +56,7 @@ __all__ = [
     "FieldProblem",
     "RequestFieldError",
     "build_case",
+    "decode_base64_files",
     "find_unencodable",
     "problems_from_validation_error",
     "request_from_dict",
@@ -139,6 +144,8 @@ class LimitsModel(_Strict):
     workdir_mb: int = _LIMITS.workdir_mb
     workdir_inodes: int = _LIMITS.workdir_inodes
     compile_timeout_s: float | None = _LIMITS.compile_timeout_s
+    max_fetch_file_bytes: int = _LIMITS.max_fetch_file_bytes
+    max_fetch_bytes: int = _LIMITS.max_fetch_bytes
 
 
 class ExecutionRequestModel(_Strict):
@@ -147,9 +154,34 @@ class ExecutionRequestModel(_Strict):
     tests: list[_TestModel] = []
     stdin: str = ""
     files: dict[str, str] = {}
+    files_base64: dict[str, str] = {}
     program_path: str | None = None
     limits: LimitsModel = LimitsModel()
     stop_on_first_failure: bool = False
+    fetch_files: list[str] = []
+    runtime: str | None = None
+
+
+def decode_base64_files(encoded: Mapping[str, str | None], field: str) -> dict[str, bytes]:
+    """``{path: bytes}`` from ``{path: base64}``; ``None`` values are skipped (SandboxFusion's ``files``
+    allows them). Raises ``RequestFieldError`` naming ``<field>.<path>``."""
+    out: dict[str, bytes] = {}
+    for path, text in encoded.items():
+        if text is None:
+            continue
+        try:
+            out[path] = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise RequestFieldError([FieldProblem(f"{field}.{path}", f"must be base64 ({exc})")]) from None
+    return out
+
+
+def _files(model: ExecutionRequestModel, field: str) -> dict[str, str | bytes]:
+    binary = decode_base64_files(model.files_base64, f"{field}files_base64")
+    both = sorted(set(binary) & set(model.files))
+    if both:
+        raise RequestFieldError([FieldProblem(f"{field}files_base64", f"{both[0]!r} is also in files")])
+    return {**model.files, **binary}
 
 
 def _format_loc(loc: Sequence[int | str], prefix: str = "") -> str:
@@ -262,8 +294,11 @@ def request_from_dict(data: Any, *, prefix: str = "") -> ExecutionRequest:
         limits = Limits(**model.limits.model_dump())
     except InvalidRequestError as exc:  # the message names the exact limit and its range
         raise RequestFieldError([FieldProblem(f"{field}limits", str(exc))]) from None
-    paths = work_path_problems(list(model.files), model.program_path) or workdir_space_problems(
-        model.files, model.program, limits
+    files = _files(model, field)
+    paths = (
+        work_path_problems(list(files), model.program_path)
+        or workdir_space_problems(files, model.program, limits)
+        or fetch_path_problems(model.fetch_files)
     )
     if paths:
         raise RequestFieldError([FieldProblem(f"{field}{name}", problem) for name, problem in paths])
@@ -272,10 +307,12 @@ def request_from_dict(data: Any, *, prefix: str = "") -> ExecutionRequest:
         program=model.program,
         tests=tuple(_test_from_model(t, i) for i, t in enumerate(model.tests)),
         stdin=model.stdin,
-        files=dict(model.files),
+        files=files,
         program_path=model.program_path,
         limits=limits,
         stop_on_first_failure=model.stop_on_first_failure,
+        fetch_files=tuple(model.fetch_files),
+        runtime=model.runtime,
     )
 
 
@@ -296,10 +333,17 @@ def request_to_dict(request: ExecutionRequest) -> dict[str, Any]:
         "program": request.program,
         "tests": [case_to_dict(t) for t in request.tests],
         "stdin": request.stdin,
-        "files": dict(request.files),
+        "files": {path: text for path, text in request.files.items() if isinstance(text, str)},
+        "files_base64": {
+            path: base64.b64encode(data).decode()
+            for path, data in request.files.items()
+            if isinstance(data, bytes)
+        },
         "program_path": request.program_path,
         "limits": dataclasses.asdict(request.limits),
         "stop_on_first_failure": request.stop_on_first_failure,
+        "fetch_files": list(request.fetch_files),
+        "runtime": request.runtime,
     }
 
 
@@ -330,6 +374,7 @@ def _clean(value: Any) -> Any:
 def result_to_dict(result: ExecutionResult) -> dict[str, Any]:
     """The JSON object of a result: dataclass fields, verdicts as strings, plus ``passed``/``pass_fraction``."""
     out: dict[str, Any] = dataclasses.asdict(result)
+    out["files"] = {path: base64.b64encode(data).decode() for path, data in result.files.items()}
     out["verdict"] = result.verdict.value
     out["tests"] = [{**dataclasses.asdict(t), "verdict": t.verdict.value} for t in result.tests]
     out["passed"] = result.passed
@@ -342,4 +387,7 @@ def result_from_dict(data: Mapping[str, Any]) -> ExecutionResult:
     """Inverse of ``result_to_dict`` (derived keys are ignored; unknown keys raise ``TypeError``)."""
     fields = {k: v for k, v in data.items() if k not in _DERIVED_RESULT_KEYS}
     tests = tuple(TestResult(**{**t, "verdict": Verdict(t["verdict"])}) for t in fields.pop("tests", ()))
-    return ExecutionResult(**{**fields, "verdict": Verdict(fields["verdict"]), "tests": tests})
+    files = {path: base64.b64decode(text) for path, text in fields.pop("files", {}).items()}
+    return ExecutionResult(
+        **{**fields, "verdict": Verdict(fields["verdict"]), "tests": tests, "files": files}
+    )

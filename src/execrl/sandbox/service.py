@@ -79,6 +79,8 @@ class ServiceConfig:
     ``\\u`` escapes); bodies over ``max_body_mb`` answer 413. ``allowed_origins``: browser origins
     (``https://host[:port]``) whose POSTs are served; any POST carrying another ``Origin`` header
     answers 403 (none by default: the API is for programs, not web pages).
+    ``run_code_python_runtime``: the runtime ``/run_code``'s ``python`` runs in (``None``: the
+    standard-library runtime; ``"python-data"`` for numpy, pandas, scipy, scikit-learn).
     """
 
     default_memory_mb: int = 1024
@@ -88,6 +90,7 @@ class ServiceConfig:
     max_tests: int = 1024
     max_result_mb: int = 256
     allowed_origins: tuple[str, ...] = ()
+    run_code_python_runtime: str | None = None
 
     def __post_init__(self) -> None:
         names = ("default_memory_mb", "max_batch_requests", "max_body_mb", "max_tests", "max_result_mb")
@@ -98,6 +101,10 @@ class ServiceConfig:
             raise InvalidRequestError(
                 f"ServiceConfig.max_output_bytes={self.max_output_bytes} is out of range; set it in [64, {1 << 30}]"
             )
+        if self.run_code_python_runtime is not None:  # refuse to start without it, naming the setup command
+            from execrl.sandbox.runtimes import resolve_runtime
+
+            resolve_runtime("python", self.run_code_python_runtime)
         for origin in self.allowed_origins:
             if not re.fullmatch(r"https?://[^/\s]+", origin):
                 raise InvalidRequestError(
@@ -248,7 +255,10 @@ async def _run_code(request: web.Request) -> web.Response:
     try:
         config = request.app[_CONFIG_KEY]
         execution = parse_run_code(
-            data, default_memory_mb=config.default_memory_mb, max_output_bytes=config.max_output_bytes
+            data,
+            default_memory_mb=config.default_memory_mb,
+            max_output_bytes=config.max_output_bytes,
+            python_runtime=config.run_code_python_runtime,
         )
     except UnsupportedLanguage as exc:
         return web.json_response(_unsupported(exc))

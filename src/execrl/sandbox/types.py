@@ -58,6 +58,9 @@ class Limits:
     on, wall time is load-dependent). ``memory_mb`` is a cgroup limit (not RLIMIT_AS, which breaks numpy).
     ``compile_timeout_s`` bounds a compiled language's compile step, in CPU and in wall-clock time, on top
     of ``timeout_s``/``cpu_time_s`` for the run; ``None`` takes the language's default (30 s for cpp).
+    ``max_fetch_file_bytes``/``max_fetch_bytes``: the most one file of ``ExecutionRequest.fetch_files``,
+    and all of them together, may hold to be returned (a larger one is reported in
+    ``ExecutionResult.file_errors``, never cut silently).
     """
 
     timeout_s: float = 10.0
@@ -70,6 +73,8 @@ class Limits:
     workdir_mb: int = 64  # size of the private tmpfs work directory
     workdir_inodes: int = 4096
     compile_timeout_s: float | None = None
+    max_fetch_file_bytes: int = 4 << 20
+    max_fetch_bytes: int = 16 << 20
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, float, float, float]] = [
@@ -82,6 +87,8 @@ class Limits:
             ("max_open_files", self.max_open_files, 8, 65536),
             ("workdir_mb", self.workdir_mb, 1, 16384),
             ("workdir_inodes", self.workdir_inodes, 16, 1 << 20),
+            ("max_fetch_file_bytes", self.max_fetch_file_bytes, 0, 1 << 30),
+            ("max_fetch_bytes", self.max_fetch_bytes, 0, 1 << 30),
         ]
         if self.compile_timeout_s is not None:
             checks.append(("compile_timeout_s", self.compile_timeout_s, 0.01, 3600.0))
@@ -160,18 +167,28 @@ class ExecutionRequest:
     """One program to run, with all its tests, in one fresh sandbox.
 
     ``files`` are written into the work directory first (relative paths, e.g. a small repository whose
-    own test suite is run by ``CodeTest``s); ``program`` is then written to ``program_path``. With no
-    tests the program simply runs once with ``stdin`` (a plain run, as SandboxFusion's ``/run_code``).
+    own test suite is run by ``CodeTest``s; ``str`` is written as UTF-8, ``bytes`` as given);
+    ``program`` is then written to ``program_path``. With no tests the program simply runs once with
+    ``stdin`` (a plain run, as SandboxFusion's ``/run_code``).
+
+    ``fetch_files``: work-directory paths read back after the run into ``ExecutionResult.files``
+    (regular files only: a path that is missing, a symbolic link anywhere along it, or not a regular
+    file is reported in ``ExecutionResult.file_errors`` instead, so a candidate cannot make the sandbox
+    return a file from outside its work directory). ``runtime``: the interpreter environment of a
+    Python program (``runtimes.py``): ``None`` is the language's default (``"python"``, the standard
+    library only), ``"python-data"`` adds numpy, pandas, scipy and scikit-learn.
     """
 
     language: str
     program: str
     tests: tuple[TestCase, ...] = ()
     stdin: str = ""
-    files: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str | bytes] = field(default_factory=dict)
     program_path: str | None = None  # default chosen by the language, e.g. "main.py" / "main.cpp"
     limits: Limits = field(default_factory=Limits)
     stop_on_first_failure: bool = False
+    fetch_files: tuple[str, ...] = ()
+    runtime: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.program, str) or not self.program.strip():
@@ -179,8 +196,10 @@ class ExecutionRequest:
         names = [t.name for t in self.tests]
         if len(set(names)) != len(names):
             raise InvalidRequestError(f"test names must be unique, got {names}")
-        problems = work_path_problems(list(self.files), self.program_path) or workdir_space_problems(
-            self.files, self.program, self.limits
+        problems = (
+            work_path_problems(list(self.files), self.program_path)
+            or workdir_space_problems(self.files, self.program, self.limits)
+            or fetch_path_problems(self.fetch_files)
         )
         if problems:
             raise InvalidRequestError("; ".join(f"{field}: {message}" for field, message in problems))
@@ -210,6 +229,27 @@ def _path_problem(path: object) -> str | None:
     else:
         return None
     return f"{shown_path(path)} {problem}"
+
+
+MAX_FETCH_FILES = 1024
+
+
+def fetch_path_problems(paths: object) -> list[tuple[str, str]]:
+    """``[("fetch_files", problem)]`` for a list of paths that cannot name files of the work directory:
+    each must be relative, without '.', '..' or empty components (as ``files``), listed once, at most
+    ``MAX_FETCH_FILES`` of them. Symbolic links are refused when the file is read (``workfiles.py``)."""
+    if not isinstance(paths, tuple | list):
+        return [("fetch_files", f"must be a list of paths, got {type(paths).__name__}")]
+    if len(paths) > MAX_FETCH_FILES:
+        return [("fetch_files", f"names {len(paths)} files; at most {MAX_FETCH_FILES}")]
+    for path in paths:
+        problem = _path_problem(path)
+        if problem is not None:
+            return [("fetch_files", problem)]
+    if len(set(paths)) != len(paths):
+        twice = next(p for p in paths if paths.count(p) > 1)
+        return [("fetch_files", f"{shown_path(twice)} is listed twice")]
+    return []
 
 
 def shown_path(path: str) -> str:
@@ -267,6 +307,9 @@ class ExecutionResult:
     ``verdict`` is ``passed`` only if the program ran and every test reported ``passed`` over the
     harness's private channel. ``limit_kind`` says which limit ended a ``time_limit`` ("cpu" or "wall").
     ``stdout``/``stderr`` are truncated to ``limits.max_output_bytes`` with ``TRUNCATION_MARKER``.
+    Every path of the request's ``fetch_files`` is in exactly one of ``files`` (its bytes) and
+    ``file_errors`` (why it was not returned: missing, a symbolic link, not a regular file, over a
+    size limit, or the run ended before the harness could read it).
     """
 
     verdict: Verdict
@@ -279,10 +322,14 @@ class ExecutionResult:
     signal: int | None = None
     limit_kind: Literal["cpu", "wall"] | None = None
     compile_output: str = ""
+    compile_wall_time_s: float = 0.0
+    compile_timed_out: bool = False  # the compile step hit its time limit (compile_timeout_s)
     cpu_time_s: float = 0.0
     wall_time_s: float = 0.0
     peak_memory_mb: float = 0.0
     sandbox_error: str | None = None  # why the sandbox (not the candidate) failed
+    files: Mapping[str, bytes] = field(default_factory=dict)  # the request's fetch_files that were read
+    file_errors: Mapping[str, str] = field(default_factory=dict)  # fetch_files not returned, and why
 
     @property
     def passed(self) -> bool:
@@ -325,7 +372,13 @@ def truncate(text: str, max_bytes: int) -> tuple[str, bool]:
 TMPFS_PAGE_BYTES = 4096
 
 
-def workdir_space_problems(files: Mapping[str, str], program: str, limits: Limits) -> list[tuple[str, str]]:
+def _size(text: str | bytes) -> int:
+    return len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
+
+
+def workdir_space_problems(
+    files: Mapping[str, str | bytes], program: str, limits: Limits
+) -> list[tuple[str, str]]:
     """``[("files", problem)]`` if the files and the program cannot fit the work directory's tmpfs.
 
     Counts what the request itself writes: its bytes in whole pages against ``limits.workdir_mb`` and
@@ -334,7 +387,7 @@ def workdir_space_problems(files: Mapping[str, str], program: str, limits: Limit
     error, not a ``sandbox_error`` from the harness.
     """
     texts = [*files.values(), program]
-    pages = sum(-(-len(text.encode("utf-8", "surrogatepass")) // TMPFS_PAGE_BYTES) for text in texts)
+    pages = sum(-(-_size(text) // TMPFS_PAGE_BYTES) for text in texts)
     need_kib, have_kib = pages * TMPFS_PAGE_BYTES // 1024, limits.workdir_mb * 1024
     if need_kib > have_kib:
         return [("files", f"need {need_kib} KiB of the work directory with the program ({have_kib} KiB); raise "

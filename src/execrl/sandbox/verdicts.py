@@ -15,6 +15,8 @@ expectations ``asserts.plan`` kept in the parent.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import signal
 from typing import Any, Literal
@@ -328,6 +330,7 @@ def _result(
             (k for k in kinds if k is not None), "wall" if state.kill_reason == "wall" else "cpu"
         )
     compile_output = str(compile_record.get("output") or "") if compile_record else ""
+    files, file_errors = fetched_files(request, state)
     return ExecutionResult(
         verdict=verdict,
         tests=tuple(tests),
@@ -337,11 +340,63 @@ def _result(
         stderr_truncated=err_cut or state.stderr_over,
         limit_kind=limit_kind,
         compile_output=truncate(compile_output, limit)[0],
+        compile_wall_time_s=(records.finite(compile_record.get("wall_s")) or 0.0) if compile_record else 0.0,
+        compile_timed_out=_compile_timed_out(compile_record),
         cpu_time_s=stats.cpu_time_s if stats else sum(t.cpu_time_s for t in tests),
         wall_time_s=state.wall_s,
         peak_memory_mb=stats.peak_memory_mb if stats else 0.0,
+        files=files,
+        file_errors=file_errors,
         **extra,
     )
+
+
+def _compile_timed_out(record: dict[str, Any] | None) -> bool:
+    """The compiler hit the compile step's wall-clock limit or its CPU rlimit (SIGXCPU). A SIGKILL is not
+    counted: it may be the memory limit's as well as the CPU hard limit's."""
+    if record is None or record.get("ok"):
+        return False
+    return bool(record.get("wall_limit")) or _int(record.get("signal")) == signal.SIGXCPU
+
+
+_STOPPED = {
+    "wall": " (wall-clock limit)",
+    "cpu": " (CPU time limit)",
+    "output": " (output limit)",
+    "protocol": " (the program broke the record protocol)",
+    "stop": " (stop_on_first_failure)",
+}
+
+
+def fetched_files(request: ExecutionRequest, state: RunState) -> tuple[dict[str, bytes], dict[str, str]]:
+    """The request's ``fetch_files`` as ``(files, file_errors)``: every path in exactly one of them.
+
+    The records come from the harness, which read the files itself (``workfiles.fetch_all``); still read
+    by type, the first record per requested path counts and any other is ignored."""
+    wanted = set(request.fetch_files)
+    files: dict[str, bytes] = {}
+    errors: dict[str, str] = {}
+    for record in state.records:
+        path = record.get("path")
+        if record.get("kind") != "file" or not isinstance(path, str) or path not in wanted:
+            continue
+        if path in files or path in errors:
+            continue
+        data, error = record.get("data"), record.get("error")
+        if isinstance(data, str):
+            try:
+                files[path] = base64.b64decode(data, validate=True)
+            except (binascii.Error, ValueError):
+                errors[path] = "the harness sent it garbled (not base64)"
+        else:
+            errors[path] = error if isinstance(error, str) else "the harness gave no reason"
+    why = _STOPPED.get(state.kill_reason or "", "")
+    for path in request.fetch_files:
+        if path not in files and path not in errors:
+            errors[path] = (
+                f"not read: the sandbox was stopped before its harness read the work directory{why}"
+            )
+    return files, errors
 
 
 def sandbox_error_result(message: str) -> ExecutionResult:

@@ -199,17 +199,46 @@ def spawn(sock: socket.socket, command: dict[str, Any], seccomp_filter: seccomp.
         os.close(fd)
 
 
-def main(sock_fd: int, isolate: bool, python_prefix: str, slots: int) -> NoReturn:
+def _load_runtime(packages_dir: str | None, preload: list[str]) -> None:
+    """A runtime with packages (``runtimes.py``): its directory on ``sys.path`` and its ``preload``
+    modules imported once here, so that no sandbox pays for them. The zygote must stay single-threaded
+    (a clone of a multi-threaded process copies locks held by threads that do not exist in the copy):
+    a module that started a thread is a set-up error, not something to fork with."""
+    if packages_dir is not None:
+        sys.path.append(packages_dir)
+    for name in preload:
+        __import__(name)
+    if preload:
+        tasks = os.open("self/task", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=_host_proc[0])
+        try:
+            threads = len(os.listdir(tasks))
+        finally:
+            os.close(tasks)
+        if threads != 1:
+            raise RuntimeError(
+                f"preloading {preload} started {threads - 1} thread(s); the zygote cannot fork"
+            )
+
+
+def main(
+    sock_fd: int,
+    isolate: bool,
+    python_prefix: str,
+    slots: int,
+    packages_dir: str | None = None,
+    preload: list[str] | None = None,
+) -> NoReturn:
     sock = socket.socket(fileno=sock_fd)
     jail.prepare_zygote(isolate)  # while the host's /proc is still visible
     _host_proc.append(os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
     if isolate:
         _netns_fds.extend(jail.make_network_namespaces(min(slots, MAX_SLOT_NETNS)))
-        jail.build_template_root(python_prefix)
+        jail.build_template_root(python_prefix, packages_dir)
     linux.prctl(linux.PR_SET_CHILD_SUBREAPER, 1)
     seccomp_filter = seccomp.PreparedFilter(seccomp.build_filter())
     for name in PRELOADED_MODULES:
         __import__(name)
+    _load_runtime(packages_dir, preload or [])
     child.prepare_interpreter()
     # Everything imported so far goes to the permanent generation: a collection in a worker or in the
     # candidate's process never walks (and copy-on-write faults) these objects.
@@ -249,7 +278,15 @@ def main(sock_fd: int, isolate: bool, python_prefix: str, slots: int) -> NoRetur
 ARGS = ("-S", "-s", "-P", "-B", "-c", "import sys; exec(sys.stdin.read())")
 
 
-def bootstrap_code(src_dir: str, sock_fd: int, isolate: bool, python_prefix: str, slots: int) -> str:
+def bootstrap_code(
+    src_dir: str,
+    sock_fd: int,
+    isolate: bool,
+    python_prefix: str,
+    slots: int,
+    packages_dir: str | None = None,
+    preload: tuple[str, ...] = (),
+) -> str:
     """The code ``ARGS`` reads from stdin: import this module without running the package ``__init__``
     files, put stdin back on ``/dev/null``, then ``main``."""
     return (
@@ -258,5 +295,5 @@ def bootstrap_code(src_dir: str, sock_fd: int, isolate: bool, python_prefix: str
         f"for name, path in (('execrl', {src_dir + '/execrl'!r}), ('execrl.sandbox', {src_dir + '/execrl/sandbox'!r})):\n"
         "    module = types.ModuleType(name); module.__path__ = [path]; sys.modules[name] = module\n"
         "from execrl.sandbox.zygote import main\n"
-        f"main({sock_fd}, {isolate!r}, {python_prefix!r}, {slots!r})\n"
+        f"main({sock_fd}, {isolate!r}, {python_prefix!r}, {slots!r}, {packages_dir!r}, {list(preload)!r})\n"
     )

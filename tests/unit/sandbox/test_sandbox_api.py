@@ -33,9 +33,9 @@ def py(program: str, *tests: object, **kwargs: object) -> ExecutionRequest:
 def test_public_api_is_exported() -> None:
     expected = {
         "CallTest", "CodeTest", "ExecutionRequest", "ExecutionResult", "IOTest", "InvalidRequestError",
-        "Language", "Limits", "Sandbox", "SandboxConfig", "SandboxError", "SandboxFailure", "TestCase",
-        "TestResult", "UnsupportedHostError", "Verdict", "default_sandbox", "list_backends",
-        "list_languages", "register_backend", "register_language",
+        "Language", "Limits", "Runtime", "Sandbox", "SandboxConfig", "SandboxError", "SandboxFailure",
+        "TestCase", "TestResult", "UnsupportedHostError", "Verdict", "default_sandbox", "list_backends",
+        "list_languages", "list_runtimes", "register_backend", "register_language", "register_runtime",
     }  # fmt: skip
     assert set(sandbox_pkg.__all__) == expected
     assert all(hasattr(sandbox_pkg, name) for name in sandbox_pkg.__all__)

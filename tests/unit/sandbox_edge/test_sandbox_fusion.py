@@ -30,7 +30,7 @@ def test_defaults_alias_and_files() -> None:
     assert request.language == "python"
     # -1 -> server default; compile_timeout's default is SandboxFusion's 10 s
     assert request.limits == Limits(timeout_s=10.0, cpu_time_s=10.0, memory_mb=700, compile_timeout_s=10.0)
-    assert request.files == {"d/a.txt": "héllo"}
+    assert request.files == {"d/a.txt": "héllo".encode()}  # bytes as sent: any file, not only text
     assert request.stdin == ""
 
 
@@ -52,9 +52,13 @@ def test_run_timeout_limits_the_run_only() -> None:
         ({"code": "x", "language": "python", "run_timeout": "soon"}, "run_timeout"),
         ({"code": "x", "language": "python", "compile_timeout": -1}, "compile_timeout"),
         ({"code": "x", "language": "python", "memory_limit_MB": 8}, "memory_limit_MB"),
-        ({"code": "x", "language": "python", "fetch_files": ["out.txt"]}, "fetch_files"),
+        ({"code": "x", "language": "python", "fetch_files": ["/etc/passwd"]}, "fetch_files"),
+        ({"code": "x", "language": "python", "fetch_files": ["../out.txt"]}, "fetch_files"),
+        ({"code": "x", "language": "python", "fetch_files": ["a/./b"]}, "fetch_files"),
+        ({"code": "x", "language": "python", "fetch_files": ["a", "a"]}, "fetch_files"),
         ({"code": "x", "language": "python", "files": {"a": "%%%"}}, "files.a"),
-        ({"code": "x", "language": "python", "files": {"a": base64.b64encode(b"\xff").decode()}}, "files.a"),
+        ({"code": "x", "language": "python", "files": {"../a": "eA=="}}, "files"),
+        ({"code": "x", "language": "python", "files": {"/tmp/a": "eA=="}}, "files"),
         ({"code": "x\ud800", "language": "python"}, "code"),
     ],
 )
@@ -67,6 +71,43 @@ def test_bad_bodies_name_the_field(body: dict[str, object], field: str) -> None:
 def test_known_but_unsupported_language_is_a_sandbox_side_refusal() -> None:
     with pytest.raises(UnsupportedLanguage, match=r"'php' is not supported.*'cpp', 'go', 'java'"):
         parse_run_code({"code": "<?php echo 1;", "language": "php"}, default_memory_mb=512)
+
+
+def test_fetch_files_and_binary_files_reach_the_request() -> None:
+    """Regression (issue 13): fetch_files was refused (422) and files had to be UTF-8 text."""
+    body = {"code": "x=1", "language": "python", "files": {"in.bin": base64.b64encode(b"\xff\x00").decode()},
+            "fetch_files": ["out.csv", "d/e.png"]}  # fmt: skip
+    request = parse_run_code(body, default_memory_mb=512)
+    assert request.files == {"in.bin": b"\xff\x00"}
+    assert request.fetch_files == ("out.csv", "d/e.png")
+
+
+@pytest.mark.parametrize(
+    ("name", "language"),
+    [("python", "python"), ("python3", "python"), ("cpp", "cpp"), ("nodejs", "javascript"), ("js", "javascript"),
+     ("javascript", "javascript"), ("typescript", "typescript"), ("ts", "typescript"), ("go", "go"),
+     ("java", "java"), ("rust", "rust"), ("bash", "bash"), ("c", "c")],
+)  # fmt: skip
+def test_every_language_is_reachable_under_its_sandbox_fusion_name(name: str, language: str) -> None:
+    """Each name runs as its execrl language where that is registered, else answers SandboxFusion's
+    unsupported-runner shape (``UnsupportedLanguage`` -> ``status: SandboxError``), never a 422."""
+    from execrl.sandbox.languages import list_languages
+
+    body = {"code": "x", "language": name}
+    if language in list_languages():
+        assert parse_run_code(body, default_memory_mb=512).language == language
+    else:
+        with pytest.raises(UnsupportedLanguage, match=f"language {name!r} is not supported"):
+            parse_run_code(body, default_memory_mb=512)
+
+
+def test_python_runtime_applies_to_python_only() -> None:
+    body = {"code": "x", "language": "python"}
+    assert parse_run_code(body, default_memory_mb=512, python_runtime="python-data").runtime == "python-data"
+    cpp = parse_run_code(
+        {"code": "x", "language": "cpp"}, default_memory_mb=512, python_runtime="python-data"
+    )
+    assert cpp.runtime is None
 
 
 def _run(status: str, time_s: float | None, code: int | None, out: str, err: str) -> dict[str, object]:
@@ -125,14 +166,38 @@ def test_sandbox_error_is_sandbox_error_status() -> None:
 
 
 def test_cpp_compile_error_has_compile_result_and_no_run() -> None:
-    result = ExecutionResult(verdict=Verdict.COMPILE_ERROR, compile_output="main.cpp:1: error")
-    compile_result = _run("Finished", None, 1, "", "main.cpp:1: error")
+    result = ExecutionResult(
+        verdict=Verdict.COMPILE_ERROR, compile_output="main.cpp:1: error", compile_wall_time_s=0.3
+    )
+    compile_result = _run("Finished", 0.3, 1, "", "main.cpp:1: error")
     assert run_code_response(result, "cpp") == _response("Failed", None, compile_result)
 
 
+def test_cpp_compile_timeout_is_time_limit_exceeded() -> None:
+    """As SandboxFusion: a compile past compile_timeout is compile_result TimeLimitExceeded with a null
+    return code (verl: compile_timeout, -4), no run."""
+    result = ExecutionResult(
+        verdict=Verdict.COMPILE_ERROR, compile_output="", compile_wall_time_s=2.0, compile_timed_out=True
+    )
+    compile_result = _run("TimeLimitExceeded", 2.0, None, "", "")
+    assert run_code_response(result, "cpp") == _response("Failed", None, compile_result)
+
+
+def test_fetched_files_are_base64_and_missing_ones_are_explained() -> None:
+    result = ExecutionResult(
+        verdict=Verdict.PASSED, exit_code=0, wall_time_s=0.1, files={"o.bin": b"\x00\xff"},
+        file_errors={"passwd": "is, or lies under, a symbolic link"},
+    )  # fmt: skip
+    response = run_code_response(result, "python")
+    assert response["status"] == "Success" and response["files"] == {"o.bin": "AP8="}
+    assert response["message"] == "fetch_files not returned: 'passwd' is, or lies under, a symbolic link"
+
+
 def test_cpp_success_has_both_results() -> None:
-    result = ExecutionResult(verdict=Verdict.PASSED, stdout="3\n", exit_code=0, wall_time_s=0.5)
+    result = ExecutionResult(
+        verdict=Verdict.PASSED, stdout="3\n", exit_code=0, wall_time_s=0.5, compile_wall_time_s=0.4
+    )
     response = run_code_response(result, "cpp")
-    assert response["compile_result"] == _run("Finished", None, 0, "", "")
+    assert response["compile_result"] == _run("Finished", 0.4, 0, "", "")
     assert response["run_result"] == _run("Finished", 0.5, 0, "3\n", "")
     assert response["status"] == "Success"
