@@ -9,7 +9,6 @@ every parameter after it. Also checks the per-domain metrics are logged.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import signal
 import subprocess
@@ -19,23 +18,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from test_train_cli import EXECRL, _env, _run_dir, _start, _wait_for_checkpoint
-from toy_domain import toy_overrides, toy_tasks
-
-from execrl.tasks import save_tasks
+from toy_domain import toy_overrides
 
 
 def _rows(run_dir: Path) -> list[dict[str, float]]:
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
     wall_clock = ("perf/", "time_s", "sandbox/")  # timings differ between runs; everything else must not
     return [{k: v for k, v in r.items() if not k.startswith(wall_clock)} for r in rows if "reward/mean" in r]
-
-
-@pytest.fixture(scope="module")
-def second_domain(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tasks = [dataclasses.replace(t, id=t.id.replace("toy/", "toy2/")) for t in toy_tasks(6, "train")]
-    path = tmp_path_factory.mktemp("toy2") / "toy2.jsonl"
-    save_tasks(tasks, str(path))
-    return path
 
 
 @pytest.mark.slow
