@@ -18,8 +18,9 @@ samples exactly what the uninterrupted one would have). The held-out evaluation 
 models and the report are in ``recipes/refine_eval.py``.
 
 Limits: no DAPO dynamic sampling, no PPO value head, no async or streamed rollouts (the config refuses
-them with ``refine.max_turns > 1``); the multi-turn episode re-prefills its context at every turn unless
-the engine reuses the KV cache itself.
+them with ``refine.max_turns > 1``); no reward audit (``recipes/audit.py`` re-runs single-turn
+completions; a warning says so); the multi-turn episode re-prefills its context at every turn unless the
+engine reuses the KV cache itself.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ log = logging.getLogger("execrl.refine_rl")
 
 def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool = True) -> TrainOutcome:
     # ---- setup: the main loop's run (model, optimizer, scheduler, engine; restored on resume) -----------
+    if config.audit.enabled:  # the audit re-runs single-turn completions (recipes/audit.py); not ported
+        log.warning("audit.enabled: the multi-turn recipe runs no reward audit (no audit/* metrics)")
     run = setup_run(config, resume_dir)
     telemetry = run_telemetry(run, resuming=resume_dir is not None)
     multi, sampling = multi_turn_config(config), sampling_params(config)
