@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from execrl.config import TrainConfig
 from execrl.eval.stats import bootstrap_ci, paired_bootstrap_diff
 from execrl.recipes import setup
+from execrl.recipes.evaluate import write_json_atomic
 from execrl.refine.multiturn import Episode, MultiTurnConfig, rollout_episodes
 from execrl.rollout.types import SamplingParams
 
@@ -78,10 +79,7 @@ def evaluate_refine_once(
         log.info(
             "%s %s: hidden pass rate %.3f", label, suite, sum(e.passed for e in episodes) / len(episodes)
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(out, indent=1), encoding="utf-8")
-    tmp.replace(path)
+    write_json_atomic(path, out)
     return out
 
 

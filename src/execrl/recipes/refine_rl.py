@@ -38,11 +38,10 @@ from execrl.config import TrainConfig
 from execrl.recipes import setup
 from execrl.recipes.grpo import sampling_params
 from execrl.recipes.loop import (
-    Progress,
     Run,
-    StopReason,
     TrainOutcome,
-    finish_step,
+    final_eval_due,
+    run_steps,
     run_telemetry,
     setup_run,
     stop_on_signals,
@@ -70,32 +69,23 @@ def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool
     telemetry = run_telemetry(run, resuming=resume_dir is not None)
     multi, sampling = multi_turn_config(config), sampling_params(config)
     started = time.monotonic()
-    last_step = run.start_step - 1
     with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run):
         evaluate = partial(evaluate_refine_once, run.run_dir, engine=run.engine, tokenizer=run.tokenizer,
                            sandbox=sandbox, config=config, multi=multi, sampling=sampling)  # fmt: skip
         if config.eval.enabled:
             evaluate("refine_base")  # skipped on resume when eval/refine_base.json exists
-        bar = Progress(config.run.total_steps, run.start_step, enabled=progress)
-        for step in range(run.start_step, config.run.total_steps):
-            metrics = train_step(run, step, sandbox, multi, sampling)  # episodes, advantages, update
-            finish_step(run, telemetry, step, metrics, started)  # log, alarms, stop reasons, checkpoint
-            last_step = step
-            bar.update(metrics)
-            if run.stop is not None:
-                log.warning("stopping after step %d: %s", step, run.stop)
-                break
-        bar.close()
+        # each step: episodes, advantages, update; then log, alarms, stop reasons, checkpoint (loop.py)
+        step_fn = partial(train_step, run, sandbox=sandbox, multi=multi, sampling=sampling)
+        last_step = run_steps(run, telemetry, step_fn, started=started, progress=progress)
         write_domain_report(run.run_dir)  # domains.md + plots/domain_weights.png
-        # A wall-time stop still evaluates (the budget was spent training); a signal or an alarm does not.
-        if config.eval.enabled and (run.stop is None or run.stop.reason is StopReason.WALL_TIME):
+        if final_eval_due(run):  # not after a signal or an alarm stop
             evaluate("refine_trained")
             finish_refine_report(run.run_dir, config)
     return TrainOutcome(run_dir=run.run_dir, last_step=last_step, stopped_early=run.stop)
 
 
 def train_step(
-    run: Run, step: int, sandbox: SyncRunner, multi: MultiTurnConfig, sampling: SamplingParams
+    run: Run, step: int, *, sandbox: SyncRunner, multi: MultiTurnConfig, sampling: SamplingParams
 ) -> dict[str, float]:
     """One step: draw tasks, roll out and score the episodes, group-relative advantages, update, metrics."""
     config = run.config
