@@ -337,13 +337,26 @@ class AuditSection(_Section):
 
 
 class RefineSection(_Section):
-    """Multi-turn RL on execution feedback (``recipes/refine_rl.py``, RLEF-style)."""
+    """Multi-turn RL on execution feedback (``recipes/refine_rl.py``, RLEF-style).
+
+    The multi-turn fields only mean something with ``max_turns > 1``; set with ``max_turns = 1`` they
+    would be silently ignored, so ``TrainConfig`` refuses that (and the loop features the multi-turn
+    recipe does not run: PPO's value head, async or streamed rollouts, DAPO dynamic sampling).
+    """
 
     max_turns: int = Field(
-        1, ge=1, le=8, description="1 = single-turn GRPO (recipes/grpo.py); > 1 = multi-turn refine RL"
+        1, ge=1, le=8, description="model turns per episode; 1 = single-turn GRPO, > 1 = multi-turn refine RL"
     )
-    feedback: Literal["pass_fail", "names", "details"] = "details"
-    invalid_turn_penalty: float = Field(0.0, ge=0, description="subtracted per turn without valid code")
+    feedback: Literal["pass_fail", "names", "details"] = Field(
+        "details", description="what the model sees after a failed turn (execrl.refine.feedback)"
+    )
+    invalid_turn_penalty: float = Field(
+        0.0, ge=0, le=1, description="reward subtracted per turn without valid code (no code, syntax error)"
+    )
+
+    @property
+    def multi_turn(self) -> bool:
+        return self.max_turns > 1
 
 
 class TrainConfig(_Section):
@@ -379,6 +392,40 @@ class TrainConfig(_Section):
     @property
     def sequences_per_step(self) -> int:
         return self.rollout.prompts_per_step * self.rollout.samples_per_prompt
+
+    @model_validator(mode="after")
+    def _refine_settings_apply(self) -> TrainConfig:
+        """Refuse what the multi-turn recipe would ignore; each message says what to set."""
+        refine = self.refine
+        if not refine.multi_turn:
+            unused = [
+                f"refine.{key}={value!r}"
+                for key, value in (
+                    ("feedback", refine.feedback),
+                    ("invalid_turn_penalty", refine.invalid_turn_penalty),
+                )
+                if value != RefineSection.model_fields[key].default
+            ]
+            if unused:
+                raise ValueError(
+                    f"{', '.join(unused)}: used only by multi-turn refine RL; set refine.max_turns >= 2 "
+                    "or remove them"
+                )
+            return self
+        alg = self.algorithm
+        refused = {
+            "algorithm.advantage_estimator=gae (PPO's value head)": alg.advantage_estimator == "gae",
+            "algorithm.async_steps > 0": alg.async_steps > 0,
+            "rollout.stream_scoring=true": self.rollout.stream_scoring,
+            "algorithm.dynamic_sampling=true": alg.dynamic_sampling,
+        }
+        bad = [what for what, on in refused.items() if on]
+        if bad:
+            raise ValueError(
+                f"refine.max_turns={refine.max_turns} (multi-turn refine RL) does not run {', '.join(bad)}; "
+                "turn them off, or set refine.max_turns=1 for the single-turn loop"
+            )
+        return self
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
@@ -432,13 +479,16 @@ def validate_config(data: dict[str, Any], *, source: str = "config") -> TrainCon
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            key = ".".join(str(p) for p in err["loc"])
             hint = (
                 "unknown key; check the spelling with --print-config"
                 if err["type"] == "extra_forbidden"
                 else err["msg"].removeprefix("Value error, ")
             )
-            lines.append(f"{key}: {hint} (got {_short(err.get('input'))}); set it as {key}=VALUE")
+            # A check across sections (no key of its own) names the keys in its message already.
+            lines.append(
+                f"{key}: {hint} (got {_short(err.get('input'))}); set it as {key}=VALUE" if key else hint
+            )
         if len(lines) == 1:
             raise ConfigError(f"{source}: invalid configuration: {lines[0]}") from exc
         text = "\n".join(f"  {line}" for line in lines)

@@ -30,3 +30,20 @@ def toy_tasks_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("toy") / "toy.jsonl"
     save_tasks(toy_domain.toy_tasks(16, "train") + toy_domain.toy_tasks(8, "test"), str(path))
     return path
+
+
+@pytest.fixture(scope="session")
+def second_domain(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A second training domain (the toy tasks under other ids) for the two-domain scheduler runs."""
+    import dataclasses
+
+    import toy_domain
+
+    from execrl.tasks import save_tasks
+
+    tasks = [
+        dataclasses.replace(t, id=t.id.replace("toy/", "toy2/")) for t in toy_domain.toy_tasks(6, "train")
+    ]
+    path = tmp_path_factory.mktemp("toy2") / "toy2.jsonl"
+    save_tasks(tasks, str(path))
+    return path

@@ -9,7 +9,6 @@ every parameter after it. Also checks the per-domain metrics are logged.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import signal
 import subprocess
@@ -19,9 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from test_train_cli import EXECRL, _env, _run_dir, _start, _wait_for_checkpoint
-from toy_domain import toy_overrides, toy_tasks
-
-from execrl.tasks import save_tasks
+from toy_domain import toy_overrides
 
 
 def _rows(run_dir: Path) -> list[dict[str, float]]:
@@ -30,12 +27,32 @@ def _rows(run_dir: Path) -> list[dict[str, float]]:
     return [{k: v for k, v in r.items() if not k.startswith(wall_clock)} for r in rows if "reward/mean" in r]
 
 
-@pytest.fixture(scope="module")
-def second_domain(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tasks = [dataclasses.replace(t, id=t.id.replace("toy/", "toy2/")) for t in toy_tasks(6, "train")]
-    path = tmp_path_factory.mktemp("toy2") / "toy2.jsonl"
-    save_tasks(tasks, str(path))
-    return path
+def sigkill_then_resume(args: list[str], out_dir: Path) -> Path:
+    """``execrl train ARGS`` killed with SIGKILL once its step-1 checkpoint exists, then continued with
+    ``execrl train --resume``; returns the run directory."""
+    proc = _start(args)
+    run_dir = _run_dir(out_dir)
+    _wait_for_checkpoint(run_dir, 1, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    resumed = subprocess.run([*EXECRL, "train", "--no-progress", "--resume", str(run_dir)], env=_env(),
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    return run_dir
+
+
+def assert_same_run(straight_dir: Path, resumed_dir: Path, *, total_steps: int) -> list[dict[str, float]]:
+    """Weights after the last step and every logged metric (wall-clock timings aside) are equal, each
+    step is logged once, and both domains' weights are logged. Returns the straight run's rows."""
+    last = f"step_{total_steps - 1:06d}"
+    a = load_file(straight_dir / "checkpoints" / last / "model.safetensors")
+    b = load_file(resumed_dir / "checkpoints" / last / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    rows_a, rows_b = _rows(straight_dir), _rows(resumed_dir)
+    assert [r["step"] for r in rows_b] == list(range(total_steps))
+    assert rows_a == rows_b
+    assert len([k for k in rows_a[0] if k.startswith("domain/") and k.endswith("/weight")]) == 2
+    return rows_a
 
 
 @pytest.mark.slow
@@ -53,23 +70,9 @@ def test_sigkill_then_cli_resume_is_bit_exact(
     straight = subprocess.run([*EXECRL, "train", "--no-progress", *common, f"run.output_dir={straight_out}"],
                               env=_env(), capture_output=True, text=True, timeout=600)  # fmt: skip
     assert straight.returncode == 0, straight.stdout + straight.stderr
-    proc = _start([*common, f"run.output_dir={killed_out}"])
-    killed_dir = _run_dir(killed_out)
-    _wait_for_checkpoint(killed_dir, 1, proc)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate()
-    resumed = subprocess.run([*EXECRL, "train", "--no-progress", "--resume", str(killed_dir)], env=_env(),
-                             capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    killed_dir = sigkill_then_resume([*common, f"run.output_dir={killed_out}"], killed_out)
     straight_dir = _run_dir(straight_out)
-    a = load_file(straight_dir / "checkpoints" / "step_000003" / "model.safetensors")
-    b = load_file(killed_dir / "checkpoints" / "step_000003" / "model.safetensors")
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    rows_a, rows_b = _rows(straight_dir), _rows(killed_dir)
-    assert [r["step"] for r in rows_b] == [0, 1, 2, 3]
-    assert rows_a == rows_b
-    weights = [k for k in rows_a[0] if k.startswith("domain/") and k.endswith("/weight")]
-    assert len(weights) == 2
+    rows_a = assert_same_run(straight_dir, killed_dir, total_steps=4)
     if async_steps:
         assert [r["train/offpolicy_staleness_steps"] for r in rows_a] == [0.0, 1.0, 1.0, 1.0]
         assert all(r["train/offpolicy_ratio_max"] > 0 for r in rows_a)

@@ -70,13 +70,10 @@ def _train(args: argparse.Namespace) -> int:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         from execrl.recipes.loop import StopReason
 
-        if config.refine.max_turns > 1:  # multi-turn RL on execution feedback
-            if resume is not None:
-                print("error: --resume is not supported by the multi-turn refine recipe yet", file=sys.stderr)
-                return 2
+        if config.refine.multi_turn:  # multi-turn RL on execution feedback
             from execrl.recipes.refine_rl import train as train_refine
 
-            outcome = train_refine(config, progress=not args.no_progress)
+            outcome = train_refine(config, resume_dir=resume, progress=not args.no_progress)
         else:
             from execrl.recipes import grpo, ppo
 

@@ -68,10 +68,17 @@ def evaluate_checkpoint_once(
             result.mean_reward.value,
             result.pass_at_k.get("pass@1"),
         )
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(out, indent=1), encoding="utf-8")
-    tmp.replace(path)
+    write_json_atomic(path, out)
     return out
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """Write through a temporary file and rename: a crash never leaves a half-written eval that a
+    resumed run would take as done."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(value, indent=1), encoding="utf-8")
+    tmp.replace(path)
 
 
 def compare_evals(

@@ -17,7 +17,6 @@ from the newest checkpoint with the same data, RNG and metrics file (no step log
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from contextlib import ExitStack, closing
@@ -29,11 +28,10 @@ from execrl.recipes import setup
 from execrl.recipes.audit import audit_step
 from execrl.recipes.evaluate import evaluate_checkpoint_once, finish_report
 from execrl.recipes.loop import (
-    Progress,
     Run,
-    StopReason,
     TrainOutcome,
-    finish_step,
+    final_eval_due,
+    run_steps,
     run_telemetry,
     sample_and_score,
     setup_run,
@@ -46,9 +44,6 @@ from execrl.rollout.types import SamplingParams
 from execrl.scheduler.report import write_domain_report
 
 __all__ = ["TrainOutcome", "train", "train_step", "update_from_rollout"]
-
-log = logging.getLogger("execrl.train")
-
 
 StepFn = Callable[[Run, int, GroupSampler], dict[str, float]]
 
@@ -68,7 +63,6 @@ def train(
     run = setup_run(config, resume_dir)
     telemetry = run_telemetry(run, resuming=resume_dir is not None)
     started = time.monotonic()
-    last_step = run.start_step - 1
     with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run), ExitStack() as stack:
         if config.algorithm.async_steps:  # rollout of step t+1 overlaps the update of step t
             step_fn = stack.enter_context(OneStepOff(run))
@@ -81,22 +75,18 @@ def train(
         executor.publish_weights(run.model, version=run.start_step)
         if config.eval.enabled:
             evaluate_checkpoint_once(run.run_dir, "base", run.engine, config, sandbox)
-        bar = Progress(config.run.total_steps, run.start_step, enabled=progress)
-        for step in range(run.start_step, config.run.total_steps):
+
+        def one_step(step: int) -> dict[str, float]:
             metrics = step_fn(run, step, executor.sampler)  # sample, score, advantages, update
             executor.publish_weights(run.model, version=step + 1)  # rollout workers load it by version
             metrics.update(executor.step_metrics())  # weight versions used, retries, replaced workers
-            finish_step(run, telemetry, step, metrics, started)  # log, alarms, stop reasons, checkpoint
-            last_step = step
-            bar.update(metrics)
-            if run.stop is not None:
-                log.warning("stopping after step %d: %s", step, run.stop)
-                break
-        bar.close()
+            return metrics
+
+        # each step, then log, alarms, stop reasons, checkpoint (loop.py)
+        last_step = run_steps(run, telemetry, one_step, started=started, progress=progress)
         stack.close()  # async mode: a rollout still in flight finishes before the final eval uses the sandbox
         write_domain_report(run.run_dir)  # domains.md + plots/domain_weights.png
-        # A wall-time stop still evaluates (the budget was spent training); a signal or an alarm does not.
-        if config.eval.enabled and (run.stop is None or run.stop.reason is StopReason.WALL_TIME):
+        if final_eval_due(run):  # not after a signal or an alarm stop
             evaluate_checkpoint_once(run.run_dir, "trained", run.engine, config, sandbox)
             finish_report(run.run_dir, config)
     return TrainOutcome(run_dir=run.run_dir, last_step=last_step, stopped_early=run.stop)

@@ -13,7 +13,7 @@ import enum
 import logging
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,6 +217,37 @@ def finish_step(
             keep_last=config.checkpoint.keep_last,
             extra_modules=run.extra_modules,
         )
+
+
+def run_steps(
+    run: Run,
+    telemetry: RunTelemetry,
+    step_fn: Callable[[int], dict[str, float]],
+    *,
+    started: float,
+    progress: bool,
+) -> int:
+    """Steps ``run.start_step`` .. ``total_steps - 1``: ``step_fn(step)`` (the recipe's step, returning its
+    metrics), then ``finish_step``; stops early when a stop was requested. Returns the last step completed
+    (``run.start_step - 1`` if none)."""
+    config = run.config
+    last_step = run.start_step - 1
+    bar = Progress(config.run.total_steps, run.start_step, enabled=progress)
+    for step in range(run.start_step, config.run.total_steps):
+        metrics = step_fn(step)
+        finish_step(run, telemetry, step, metrics, started)  # log, alarms, stop reasons, checkpoint
+        last_step = step
+        bar.update(metrics)
+        if run.stop is not None:
+            log.warning("stopping after step %d: %s", step, run.stop)
+            break
+    bar.close()
+    return last_step
+
+
+def final_eval_due(run: Run) -> bool:
+    """A wall-time stop still evaluates (the budget was spent training); a signal or an alarm does not."""
+    return run.config.eval.enabled and (run.stop is None or run.stop.reason is StopReason.WALL_TIME)
 
 
 def run_telemetry(run: Run, *, resuming: bool) -> RunTelemetry:

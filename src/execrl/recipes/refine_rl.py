@@ -1,186 +1,178 @@
 """Multi-turn RL on execution feedback, one readable loop (RLEF: Gehring et al. 2024, arXiv 2410.02089).
 
-    execrl train --config refine_rl.toml          # any config with refine.max_turns > 1
+    execrl train --config docs/configs/refine_rl.toml   # any config with refine.max_turns > 1
     execrl train refine.max_turns=3 refine.invalid_turn_penalty=0.1
+    execrl train --resume runs/refine-rl-smollm2-20261201-051500
 
-Each step: draw tasks, roll out ``samples_per_prompt`` episodes per task (model turn -> visible tests in
-the sandbox -> feedback in the same context -> next turn, up to ``refine.max_turns``), reward each episode
-on the hidden tests of its final program, group-relative advantages over a task's episodes, and one
-clipped policy-gradient update whose loss covers only the model's tokens (``refine/multiturn.py``). The
-trainer pieces (advantages, ``prepare_batch``, ``policy_update``, checkpoints) are GRPO's.
+Each step: the task scheduler draws tasks (static mixture or adaptive, ``scheduler.mode``), each task gets
+``samples_per_prompt`` episodes (model turn -> visible tests in the sandbox -> feedback in the same
+context -> next turn, up to ``refine.max_turns``), each episode is rewarded on the hidden tests of its
+final program, advantages are group-relative over a task's episodes, and one clipped policy-gradient
+update covers only the model's tokens (``refine/multiturn.py``). The scheduler learns from every group.
 
-Before the first update and after the last, the base and trained models run the same multi-turn episodes
-on the held-out split (``eval/refine_base.json``, ``eval/refine_trained.json``); ``eval/refine_comparison
-.json`` holds the hidden pass rates and the paired bootstrap interval on the difference.
+Everything around the step is the main loop's (``recipes/loop.py``): run directory, policy, reference,
+optimizer, scheduler, checkpoints with the scheduler state, ``RunTelemetry`` (metrics.jsonl, TensorBoard,
+alarms that may stop the run, ``execrl monitor``), SIGINT/SIGTERM handling, the wall-time budget, and
+``--resume`` from the newest checkpoint (rollout seeds are a hash of (run seed, step), so a resumed run
+samples exactly what the uninterrupted one would have). The held-out evaluation of the base and trained
+models and the report are in ``recipes/refine_eval.py``.
 
-Limits: no ``--resume`` yet (checkpoints are written and export/serve read them); no DAPO dynamic
-sampling; the engine re-prefills the whole context at every turn (no KV reuse across turns).
+Limits: no DAPO dynamic sampling, no PPO value head, no async or streamed rollouts (the config refuses
+them with ``refine.max_turns > 1``); no reward audit (``recipes/audit.py`` re-runs single-turn
+completions; a warning says so); the multi-turn episode re-prefills its context at every turn unless the
+engine reuses the KV cache itself.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from execrl.config import TrainConfig
-from execrl.eval.stats import bootstrap_ci, paired_bootstrap_diff
 from execrl.recipes import setup
-from execrl.recipes.grpo import TrainOutcome, sampling_params
-from execrl.refine.multiturn import Episode, MultiTurnConfig, episodes_to_train_batch, rollout_episodes
-from execrl.rollout.engine import create_engine
-from execrl.rollout.types import SamplingParams
-from execrl.scheduler import MixtureSampler
-from execrl.trainer import (
-    build_optimizer,
-    build_scheduler,
-    compute_advantages,
-    needs_reference,
-    policy_update,
-    prepare_batch,
-    save_checkpoint,
+from execrl.recipes.grpo import sampling_params
+from execrl.recipes.loop import (
+    Run,
+    TrainOutcome,
+    final_eval_due,
+    run_steps,
+    run_telemetry,
+    setup_run,
+    stop_on_signals,
 )
+from execrl.recipes.refine_eval import evaluate_refine_once, finish_refine_report
+from execrl.refine.multiturn import Episode, MultiTurnConfig, episodes_to_train_batch, rollout_episodes
+from execrl.rewards.batch import SyncRunner
+from execrl.rollout.types import SamplingParams
+from execrl.scheduler import GroupOutcome, domain_metrics, outcomes_from_scores
+from execrl.scheduler.report import write_domain_report
+from execrl.seeding import stream_seed
+from execrl.tasks.schema import Task
+from execrl.trainer import compute_advantages, policy_update, prepare_batch
+
+__all__ = ["episode_metrics", "multi_turn_config", "train", "train_step"]
 
 log = logging.getLogger("execrl.refine_rl")
 
 
-def train(config: TrainConfig, *, progress: bool = True) -> TrainOutcome:
-    # ---- setup: run directory, policy, optimizer, tasks, engine ---------------------------------------
-    run_dir = setup.new_run_dir(config)
-    setup.write_run_files(run_dir, config)
-    setup.seed_everything(config.run.seed)
-    setup.register_extra_verifiers(config)
-    model, tokenizer, model_path = setup.load_policy(config)
-    tcfg = setup.trainer_config(config)
-    ref_model = setup.load_reference(model_path, model.dtype) if needs_reference(tcfg) else None
-    optimizer = build_optimizer(model, tcfg)
-    scheduler = build_scheduler(optimizer, tcfg)
-    train_suites = setup.load_suites(config.tasks.suites, "train", config.tasks.max_difficulty)
-    sampler = MixtureSampler(train_suites, config.tasks.suites, seed=config.run.seed)
-    engine = create_engine(config.rollout.engine, model=model, tokenizer=tokenizer)
-    multi = MultiTurnConfig(
+def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool = True) -> TrainOutcome:
+    # ---- setup: the main loop's run (model, optimizer, scheduler, engine; restored on resume) -----------
+    if config.audit.enabled:  # the audit re-runs single-turn completions (recipes/audit.py); not ported
+        log.warning("audit.enabled: the multi-turn recipe runs no reward audit (no audit/* metrics)")
+    run = setup_run(config, resume_dir)
+    telemetry = run_telemetry(run, resuming=resume_dir is not None)
+    multi, sampling = multi_turn_config(config), sampling_params(config)
+    started = time.monotonic()
+    with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run):
+        evaluate = partial(evaluate_refine_once, run.run_dir, engine=run.engine, tokenizer=run.tokenizer,
+                           sandbox=sandbox, config=config, multi=multi, sampling=sampling)  # fmt: skip
+        if config.eval.enabled:
+            evaluate("refine_base")  # skipped on resume when eval/refine_base.json exists
+        # each step: episodes, advantages, update; then log, alarms, stop reasons, checkpoint (loop.py)
+        step_fn = partial(train_step, run, sandbox=sandbox, multi=multi, sampling=sampling)
+        last_step = run_steps(run, telemetry, step_fn, started=started, progress=progress)
+        write_domain_report(run.run_dir)  # domains.md + plots/domain_weights.png
+        if final_eval_due(run):  # not after a signal or an alarm stop
+            evaluate("refine_trained")
+            finish_refine_report(run.run_dir, config)
+    return TrainOutcome(run_dir=run.run_dir, last_step=last_step, stopped_early=run.stop)
+
+
+def train_step(
+    run: Run, step: int, *, sandbox: SyncRunner, multi: MultiTurnConfig, sampling: SamplingParams
+) -> dict[str, float]:
+    """One step: draw tasks, roll out and score the episodes, group-relative advantages, update, metrics."""
+    config = run.config
+    t0 = time.perf_counter()
+    # ---- rollout: multi-turn episodes, reward from the hidden tests of the final program -----------------
+    weights = run.tasks.domain_weights()  # the shares this step's draw uses (logged)
+    tasks = run.tasks.tasks_for_step(step, config.rollout.prompts_per_step)
+    episodes = rollout_episodes(
+        run.engine, run.tokenizer, tasks, sandbox,
+        samples_per_prompt=sampling.samples_per_prompt,
+        params=replace(sampling, seed=stream_seed(config.run.seed, "rollout", step, 0)),
+        config=multi,
+    )  # fmt: skip
+    outcomes = episode_outcomes(tasks, episodes)
+    run.tasks.observe(step, outcomes)  # the adaptive scheduler learns from every group
+    t1 = time.perf_counter()
+    # ---- advantages over each task's episodes, then the update on the model's tokens only ----------------
+    rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float64)  # [N]
+    valid = torch.tensor([e.valid for e in episodes], dtype=torch.bool)  # [N]
+    groups = torch.tensor([e.task_index for e in episodes], dtype=torch.long)  # [N]
+    advantages = compute_advantages(
+        run.tcfg.advantage_estimator, rewards, group_ids=groups, valid=valid, eps=run.tcfg.advantage_std_eps
+    )  # [N]
+    if step == config.run.inject_nan_loss_at_step:  # fault injection for the alarm tests
+        advantages = advantages * float("nan")
+    batch = episodes_to_train_batch(episodes, advantages, run.engine.pad_token_id)  # type: ignore[attr-defined]
+    batch = prepare_batch(run.model, batch, run.tcfg, ref_model=run.ref_model)
+    metrics = policy_update(
+        run.model, run.optimizer, run.lr_scheduler, batch, run.tcfg, ref_model=run.ref_model
+    )
+    t2 = time.perf_counter()
+    # ---- metrics: rewards, multi-turn behaviour, per-domain, timings ------------------------------------
+    metrics.update(episode_metrics(episodes))
+    metrics.update(domain_metrics([(run.tasks.domain_of(o.task_id), o) for o in outcomes], weights))
+    metrics["perf/rollout_and_reward_s"] = t1 - t0
+    metrics["perf/update_s"] = t2 - t1
+    metrics["perf/step_s"] = t2 - t0
+    metrics["perf/step_tokens_per_s"] = sum(sum(e.model_mask) for e in episodes) / (t2 - t0)
+    return metrics
+
+
+def multi_turn_config(config: TrainConfig) -> MultiTurnConfig:
+    return MultiTurnConfig(
         max_turns=config.refine.max_turns,
         feedback=config.refine.feedback,
         invalid_turn_penalty=config.refine.invalid_turn_penalty,
         reward=setup.reward_config(config),
     )
-    sampling = sampling_params(config)
-    last_step = -1
-    with setup.build_sandbox(config) as sandbox, (run_dir / "metrics.jsonl").open("a") as metrics_file:
-        if config.eval.enabled:
-            _evaluate(run_dir, "refine_base", engine, tokenizer, sandbox, config, multi, sampling)
-        for step in range(config.run.total_steps):
-            t0 = time.perf_counter()
-            # ---- rollout: multi-turn episodes, reward from the hidden tests of the final program ----
-            tasks = sampler.tasks_for_step(step, config.rollout.prompts_per_step)
-            episodes = rollout_episodes(
-                engine, tokenizer, tasks, sandbox,
-                samples_per_prompt=sampling.samples_per_prompt,
-                params=replace(sampling, seed=config.run.seed * 100_003 + step),
-                config=multi,
-            )  # fmt: skip
-            t1 = time.perf_counter()
-            # ---- advantages over each task's episodes, then the update on the model's tokens only ----
-            rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float64)  # [N]
-            valid = torch.tensor([e.valid for e in episodes], dtype=torch.bool)  # [N]
-            groups = torch.tensor([e.task_index for e in episodes], dtype=torch.long)  # [N]
-            advantages = compute_advantages(
-                tcfg.advantage_estimator, rewards, group_ids=groups, valid=valid, eps=tcfg.advantage_std_eps
-            )
-            batch = episodes_to_train_batch(episodes, advantages, engine.pad_token_id)  # type: ignore[attr-defined]
-            batch = prepare_batch(model, batch, tcfg, ref_model=ref_model)
-            metrics = policy_update(model, optimizer, scheduler, batch, tcfg, ref_model=ref_model)
-            # ---- log ------------------------------------------------------------------------------
-            metrics.update(episode_metrics(episodes))
-            metrics["perf/rollout_and_reward_s"] = t1 - t0
-            metrics["perf/step_s"] = time.perf_counter() - t0
-            metrics_file.write(json.dumps({"step": step, **metrics}) + "\n")
-            metrics_file.flush()
-            last_step = step
-            if progress:
-                log.info(
-                    "step %d: reward %.3f, turns %.2f",
-                    step,
-                    metrics["reward/mean"],
-                    metrics["refine/turns_mean"],
-                )
-        save_checkpoint(
-            run_dir,
-            step=last_step,
-            model=model,
-            optimizer=optimizer,
-            scheduler=scheduler,
-            data_state={"next_step": last_step + 1},
-            keep_last=config.checkpoint.keep_last,
-        )
-        if config.eval.enabled:
-            _evaluate(run_dir, "refine_trained", engine, tokenizer, sandbox, config, multi, sampling)
-            _compare(run_dir, config)
-    return TrainOutcome(run_dir=run_dir, last_step=last_step, stopped_early=None)
 
 
-def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
+def episode_outcomes(tasks: Sequence[Task], episodes: Sequence[Episode]) -> list[GroupOutcome]:
+    """One outcome per task (its episodes' training rewards and hidden-test passes) for the scheduler."""
+    return outcomes_from_scores(
+        [t.id for t in tasks],
+        [e.reward for e in episodes],
+        [e.passed for e in episodes],
+        [e.task_index for e in episodes],
+    )
+
+
+def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """The step's episode metrics (N episodes, T model turns in all).
+
+    ``reward/mean`` is the training reward (hidden-test reward minus the invalid-turn penalties);
+    ``refine/hidden_pass_rate`` the share of final programs passing the hidden tests; ``refine/turns_mean``
+    T / N; ``refine/invalid_turn_rate`` the share of the T turns without valid code; ``refine/feedback_rate``
+    the share of episodes whose first turn failed the visible tests (they got feedback); ``refine/fix_rate``
+    the share of those whose last turn passes the visible tests (absent when no episode got feedback: a 0
+    would read as "never fixed"). ``rollout/response_length_mean``: model tokens per episode, all turns.
+    """
     n = len(episodes)
-    return {
-        "reward/mean": sum(e.reward for e in episodes) / n,
+    turns = sum(e.turns for e in episodes)
+    mean = sum(e.reward for e in episodes) / n
+    with_feedback = [e for e in episodes if e.turns > 1]
+    out = {
+        "reward/mean": mean,
+        "reward/std": (sum((e.reward - mean) ** 2 for e in episodes) / n) ** 0.5,
         "reward/pass_rate": sum(e.passed for e in episodes) / n,
         "reward/invalid_rate": sum(not e.valid for e in episodes) / n,
-        "refine/turns_mean": sum(e.turns for e in episodes) / n,
-        "refine/invalid_turns_mean": sum(e.invalid_turns for e in episodes) / n,
-        "refine/model_tokens_mean": sum(sum(e.model_mask) for e in episodes) / n,
+        "refine/hidden_pass_rate": sum(e.passed for e in episodes) / n,
+        "refine/turns_mean": turns / n,
+        "refine/invalid_turn_rate": sum(e.invalid_turns for e in episodes) / turns,
+        "refine/feedback_rate": len(with_feedback) / n,
         "refine/context_tokens_mean": sum(len(e.token_ids) for e in episodes) / n,
+        "rollout/response_length_mean": sum(sum(e.model_mask) for e in episodes) / n,
+        "sandbox/error_rate": sum(e.hidden_reason == "sandbox_error" for e in episodes) / n,
     }
-
-
-def _evaluate(
-    run_dir: Path,
-    label: str,
-    engine: Any,
-    tokenizer: Any,
-    sandbox: Any,
-    config: TrainConfig,
-    multi: MultiTurnConfig,
-    sampling: SamplingParams,
-) -> None:
-    """Multi-turn hidden pass rate and reward per held-out task (mean over the eval samples)."""
-    out: dict[str, Any] = {"label": label, "suites": {}}
-    params = replace(sampling, temperature=config.eval.temperature, seed=config.run.seed + 31)
-    for suite, tasks in setup.eval_tasks(config).items():
-        n = config.eval.samples_per_task
-        episodes = rollout_episodes(
-            engine, tokenizer, tasks, sandbox, samples_per_prompt=n, params=params, config=multi
-        )
-        out["suites"][suite] = {
-            "task_ids": [t.id for t in tasks],
-            "pass_rate": [
-                sum(e.passed for e in episodes[i * n : (i + 1) * n]) / n for i in range(len(tasks))
-            ],
-            "reward": [sum(e.reward for e in episodes[i * n : (i + 1) * n]) / n for i in range(len(tasks))],
-            "turns_mean": sum(e.turns for e in episodes) / len(episodes),
-        }
-    path = run_dir / "eval" / f"{label}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=1), encoding="utf-8")
-
-
-def _compare(run_dir: Path, config: TrainConfig) -> None:
-    base = json.loads((run_dir / "eval" / "refine_base.json").read_text(encoding="utf-8"))["suites"]
-    trained = json.loads((run_dir / "eval" / "refine_trained.json").read_text(encoding="utf-8"))["suites"]
-    opts = {"resamples": config.eval.bootstrap_resamples, "seed": config.run.seed}
-    out = {}
-    for suite, b in base.items():
-        t = trained[suite]
-        out[suite] = {
-            key: {
-                "base": bootstrap_ci(b[key], **opts).as_dict(),
-                "trained": bootstrap_ci(t[key], **opts).as_dict(),
-                "delta": paired_bootstrap_diff(b[key], t[key], **opts).as_dict(),
-            }
-            for key in ("pass_rate", "reward")
-        }
-    (run_dir / "eval" / "refine_comparison.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
+    if with_feedback:
+        out["refine/fix_rate"] = sum(e.visible_passed for e in with_feedback) / len(with_feedback)
+    return out

@@ -34,7 +34,14 @@ if TYPE_CHECKING:
     from execrl.rollout.types import SamplingParams
     from execrl.trainer import TrainBatch
 
-__all__ = ["Episode", "MultiTurnConfig", "episodes_to_train_batch", "feedback_ids", "rollout_episodes"]
+__all__ = [
+    "Episode",
+    "MultiTurnConfig",
+    "episodes_to_train_batch",
+    "feedback_ids",
+    "rollout_episodes",
+    "turn_content",
+]
 
 INVALID_CODE = frozenset({"no_code_found", "syntax_error", "compile_error"})
 
@@ -47,8 +54,10 @@ class MultiTurnConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
 
     def __post_init__(self) -> None:
-        if self.max_turns < 1 or self.invalid_turn_penalty < 0:
-            raise ValueError("max_turns must be >= 1 and invalid_turn_penalty >= 0")
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        if not 0 <= self.invalid_turn_penalty <= 1:
+            raise ValueError(f"invalid_turn_penalty must lie in [0, 1], got {self.invalid_turn_penalty}")
 
 
 @dataclass
@@ -61,9 +70,11 @@ class Episode:
     invalid_turns: int = 0
     last_text: str = ""
     done: bool = False
-    reward: float = 0.0
+    visible_passed: bool = False  # the last scored turn passed the visible tests
+    reward: float = 0.0  # hidden-test reward of the final program minus the invalid-turn penalties
     valid: bool = True
-    passed: bool = False
+    passed: bool = False  # the final program passed the hidden tests
+    hidden_reason: str = ""  # reason code of the hidden-test score (e.g. "sandbox_error")
 
 
 def _render(tokenizer: Any, messages: list[dict[str, str]], *, generation_prompt: bool) -> str:
@@ -100,7 +111,22 @@ def _refinable(task: Task) -> bool:
     return task.domain != "code" or bool(task.visible_tests)
 
 
-def _generate(engine: Engine, episodes: list[Episode], params: SamplingParams, samples: int) -> list[Episode]:
+def turn_content(tokenizer: Any, ids: Sequence[int]) -> str:
+    """The assistant message of a sampled turn, as the chat template must see it to extend the context.
+
+    Decoded *with* special tokens: a model may emit one mid-turn (``<|endoftext|>``, ``<|im_start|>``),
+    and the engine's text drops it, so a message built from that text renders shorter than the context
+    and :func:`feedback_ids` cannot extend it (a trained tiny model hit this). Only the closing
+    end-of-turn token is left out: the template writes it itself. The reward still scores the engine's
+    text (special tokens removed).
+    """
+    body = list(ids[:-1]) if ids and ids[-1] == tokenizer.eos_token_id else list(ids)
+    return str(tokenizer.decode(body, skip_special_tokens=False))
+
+
+def _generate(
+    engine: Engine, tokenizer: Any, episodes: list[Episode], params: SamplingParams, samples: int
+) -> list[Episode]:
     """One model turn for each episode (``samples`` copies of each, rows prompt-major)."""
     batch = engine.generate([e.token_ids for e in episodes], replace(params, samples_per_prompt=samples))
     out = []
@@ -110,7 +136,7 @@ def _generate(engine: Engine, episodes: list[Episode], params: SamplingParams, s
         out.append(
             replace(
                 base,
-                messages=[*base.messages, {"role": "assistant", "content": batch.texts[row]}],
+                messages=[*base.messages, {"role": "assistant", "content": turn_content(tokenizer, ids)}],
                 token_ids=[*base.token_ids, *ids],
                 model_mask=[*base.model_mask, *([True] * len(ids))],
                 turns=base.turns + 1,
@@ -143,6 +169,7 @@ def _after_turn(
     scores = _visible_scores(tasks, refinable, runner, config) if refinable else []
     for e, score in zip(refinable, scores, strict=True):
         e.invalid_turns += score.reason_code in INVALID_CODE
+        e.visible_passed = score.passed
         if score.passed or e.done:
             e.done = True
             continue
@@ -166,7 +193,7 @@ def rollout_episodes(
     """``samples_per_prompt`` episodes per task (task-major), each up to ``max_turns`` model turns, with
     the final reward from the hidden tests."""
     episodes = _generate(
-        engine, [_start(tokenizer, t, i) for i, t in enumerate(tasks)], params, samples_per_prompt
+        engine, tokenizer, [_start(tokenizer, t, i) for i, t in enumerate(tasks)], params, samples_per_prompt
     )
     _after_turn(tokenizer, tasks, episodes, runner, config)
     for turn in range(1, config.max_turns):
@@ -174,7 +201,7 @@ def rollout_episodes(
         if not live:
             break
         fresh = _generate(
-            engine, [episodes[i] for i in live], replace(params, seed=params.seed + 7919 * turn), 1
+            engine, tokenizer, [episodes[i] for i in live], replace(params, seed=params.seed + 7919 * turn), 1
         )
         for i, e in zip(live, fresh, strict=True):
             episodes[i] = e
@@ -189,7 +216,7 @@ def rollout_episodes(
         invalid_now = score.reason_code in INVALID_CODE and not _refinable(tasks[e.task_index])
         e.invalid_turns += invalid_now
         e.reward = score.reward - config.invalid_turn_penalty * e.invalid_turns
-        e.valid, e.passed = score.valid, score.passed
+        e.valid, e.passed, e.hidden_reason = score.valid, score.passed, score.reason_code
     return episodes
 
 

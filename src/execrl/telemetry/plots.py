@@ -55,6 +55,8 @@ PANELS: tuple[Panel, ...] = (
     Panel("Throughput", r"^perf/.*per_s$"),
     Panel("Response length", r"^rollout/.*length", optional=True),
     Panel("Sandbox", r"^sandbox/", optional=True),
+    Panel("Multi-turn: rates", r"^refine/.*_rate$", optional=True, unit_range=True),
+    Panel("Multi-turn: turns per episode", r"^refine/turns_mean$", optional=True),
 )
 
 

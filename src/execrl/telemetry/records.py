@@ -46,6 +46,7 @@ METRIC_NAMESPACES: tuple[str, ...] = (
     "hack",
     "domain",  # per-domain scheduler metrics: domain/<suite>/{pass_rate,zero_variance_share,samples,weight}
     "executor",  # execrl.distributed: weight versions used, retries, replaced workers, failed tasks
+    "refine",  # multi-turn refine RL (recipes/refine_rl.py): turns, fix rate, invalid turns, hidden passes
 )
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.@\-]+(/[A-Za-z0-9_.@\-]+)+$")
 NONFINITE_KEY = "nonfinite"

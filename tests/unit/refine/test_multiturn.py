@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from execrl.refine.multiturn import Episode, episodes_to_train_batch, feedback_ids
+from execrl.refine.multiturn import Episode, episodes_to_train_batch, feedback_ids, turn_content
 from execrl.rollout.models import default_tokenizer
 
 
@@ -64,6 +64,27 @@ def test_sampled_ids_are_kept_even_when_not_canonical(tokenizer) -> None:  # typ
     assert tokenizer.decode(ids + extra) == tokenizer.apply_chat_template(
         [*messages, {"role": "user", "content": "again"}], tokenize=False, add_generation_prompt=True
     )
+
+
+@pytest.mark.parametrize("closed", [True, False])
+def test_turn_with_a_special_token_mid_turn_still_extends_the_context(tokenizer, closed: bool) -> None:  # type: ignore[no-untyped-def]
+    """Regression: the multi-turn recipe crashed ("the chat template does not extend the conversation")
+    when a trained tiny model emitted ``<|endoftext|>`` mid-turn: the assistant message was the engine's
+    text, which drops special tokens, so it rendered shorter than the context. ``turn_content`` keeps
+    them (and leaves out only the closing end-of-turn token, which the template writes)."""
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    special = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    messages = [{"role": "user", "content": "Write some words."}]
+    ids = _whole(tokenizer, messages)
+    sampled = [*tokenizer(" Newman", add_special_tokens=False)["input_ids"], special,
+               *tokenizer(" stresses", add_special_tokens=False)["input_ids"], *([end] if closed else [])]  # fmt: skip
+    content = turn_content(tokenizer, sampled)
+    assert content == " Newman<|endoftext|> stresses"
+    ids += sampled
+    messages.append({"role": "assistant", "content": content})
+    ids += feedback_ids(tokenizer, ids, messages, "Try again.")
+    messages.append({"role": "user", "content": "Try again."})
+    assert ids == _whole(tokenizer, messages)
 
 
 def test_train_batch_loss_mask_covers_only_model_tokens() -> None:
