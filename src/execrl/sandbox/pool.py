@@ -117,8 +117,16 @@ def base_python() -> str:
 
 class WorkerPool:
     def __init__(
-        self, *, workers: int, slots: int, default_key: WorkerKey, isolate: bool, cgroup_root: Path | None
+        self,
+        *,
+        workers: int,
+        slots: int,
+        default_key: WorkerKey,
+        isolate: bool,
+        cgroup_root: Path | None,
+        seccomp_policy: str = "allow",
     ) -> None:
+        self.seccomp_policy = seccomp_policy
         self.workers = workers
         self.slots = slots
         self.default_key = default_key
@@ -143,7 +151,7 @@ class WorkerPool:
     def _start_zygote(self) -> None:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = zygote.bootstrap_code(
-            SRC_DIR, child_sock.fileno(), self.isolate, self.python_prefix, self.slots
+            SRC_DIR, child_sock.fileno(), self.isolate, self.python_prefix, self.slots, self.seccomp_policy
         )
         self.process = subprocess.Popen(
             [base_python(), *zygote.ARGS],

@@ -151,16 +151,13 @@ def _pid1(spec: jail.JailSpec, job_r: int, res_w: int, out_w: int, err_w: int) -
             os.write(RESULT_FD, (json.dumps({"kind": "setup_error", "message": message}) + "\n").encode())
             os._exit(1)
         os.write(RESULT_FD, _READY[workdir])
-        harness.main(RESULT_FD, JOB_FD, spec.isolate)
+        harness.main(RESULT_FD, JOB_FD, spec.isolate, spec.seccomp_filters.by_language)
     finally:
         os._exit(1)
 
 
-def spawn(sock: socket.socket, command: dict[str, Any], seccomp_filter: seccomp.PreparedFilter) -> None:
-    spec = jail.JailSpec(
-        seccomp_filter=seccomp_filter,
-        **command["spec"],
-    )
+def spawn(sock: socket.socket, command: dict[str, Any], filters: seccomp.Filters) -> None:
+    spec = jail.JailSpec(seccomp_filters=filters, **command["spec"])
     job_r, job_w = os.pipe()
     res_r, res_w = os.pipe()
     out_r, out_w = os.pipe()
@@ -199,7 +196,7 @@ def spawn(sock: socket.socket, command: dict[str, Any], seccomp_filter: seccomp.
         os.close(fd)
 
 
-def main(sock_fd: int, isolate: bool, python_prefix: str, slots: int) -> NoReturn:
+def main(sock_fd: int, isolate: bool, python_prefix: str, slots: int, seccomp_policy: str) -> NoReturn:
     sock = socket.socket(fileno=sock_fd)
     jail.prepare_zygote(isolate)  # while the host's /proc is still visible
     _host_proc.append(os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
@@ -207,7 +204,10 @@ def main(sock_fd: int, isolate: bool, python_prefix: str, slots: int) -> NoRetur
         _netns_fds.extend(jail.make_network_namespaces(min(slots, MAX_SLOT_NETNS)))
         jail.build_template_root(python_prefix)
     linux.prctl(linux.PR_SET_CHILD_SUBREAPER, 1)
-    seccomp_filter = seccomp.PreparedFilter(seccomp.build_filter())
+    filters = seccomp.Filters(
+        seccomp.PreparedFilter(seccomp.build_filter()),
+        seccomp.language_filters() if isolate and seccomp_policy == "allow" else {},
+    )
     for name in PRELOADED_MODULES:
         __import__(name)
     child.prepare_interpreter()
@@ -233,7 +233,7 @@ def main(sock_fd: int, isolate: bool, python_prefix: str, slots: int) -> NoRetur
         command = json.loads(message)
         if command["op"] == "spawn":
             try:
-                spawn(sock, command, seccomp_filter)
+                spawn(sock, command, filters)
             except BrokenPipeError:
                 break
         elif command["op"] == "exit":
@@ -249,7 +249,9 @@ def main(sock_fd: int, isolate: bool, python_prefix: str, slots: int) -> NoRetur
 ARGS = ("-S", "-s", "-P", "-B", "-c", "import sys; exec(sys.stdin.read())")
 
 
-def bootstrap_code(src_dir: str, sock_fd: int, isolate: bool, python_prefix: str, slots: int) -> str:
+def bootstrap_code(
+    src_dir: str, sock_fd: int, isolate: bool, python_prefix: str, slots: int, seccomp_policy: str
+) -> str:
     """The code ``ARGS`` reads from stdin: import this module without running the package ``__init__``
     files, put stdin back on ``/dev/null``, then ``main``."""
     return (
@@ -258,5 +260,5 @@ def bootstrap_code(src_dir: str, sock_fd: int, isolate: bool, python_prefix: str
         f"for name, path in (('execrl', {src_dir + '/execrl'!r}), ('execrl.sandbox', {src_dir + '/execrl/sandbox'!r})):\n"
         "    module = types.ModuleType(name); module.__path__ = [path]; sys.modules[name] = module\n"
         "from execrl.sandbox.zygote import main\n"
-        f"main({sock_fd}, {isolate!r}, {python_prefix!r}, {slots!r})\n"
+        f"main({sock_fd}, {isolate!r}, {python_prefix!r}, {slots!r}, {seccomp_policy!r})\n"
     )
