@@ -112,7 +112,9 @@ def report(seen: dict[str, set[str]]) -> dict[str, dict[str, list[str]]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--json", help="also write the per-language report here")
     parser.add_argument("command", nargs="+", help="the command to trace, after --")
     args = parser.parse_args()

@@ -3,6 +3,8 @@ lets through, each a known attack surface of a shared kernel (threat model: ``ex
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from security_helpers import py
 
@@ -18,14 +20,18 @@ RARE_CALLS = {
     "personality": (135, "0xFFFFFFFF"),  # execution domains (READ_IMPLIES_EXEC and friends)
     "vmsplice": (278, "-1, 0, 0, 0"),  # Dirty Pipe (CVE-2022-0847) moved page-cache pages with splice
 }
-PROGRAM = SYSCALL + "import os\n" + "".join(
-    f"r = libc.syscall({nr}, {args}); print({name!r}, r if r < 0 else 0, ctypes.get_errno() if r < 0 else 0)\n"
-    for name, (nr, args) in RARE_CALLS.items()
+PROGRAM = (
+    SYSCALL
+    + "import os\n"
+    + "".join(
+        f"r = libc.syscall({nr}, {args}); print({name!r}, r if r < 0 else 0, ctypes.get_errno() if r < 0 else 0)\n"
+        for name, (nr, args) in RARE_CALLS.items()
+    )
 )
 
 
 @pytest.fixture(scope="module", params=("allow", "deny"))
-def policy_sandbox(request: pytest.FixtureRequest) -> tuple[str, Sandbox]:
+def policy_sandbox(request: pytest.FixtureRequest) -> Iterator[tuple[str, Sandbox]]:
     with Sandbox(SandboxConfig(workers=1, seccomp_policy=request.param)) as sb:
         yield request.param, sb
 

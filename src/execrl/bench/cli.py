@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "scheduler": ("execrl.bench.scheduler", "adaptive task scheduler vs uniform mixture (simulated domains)"),
     "serve": ("execrl.bench.serve", "execrl serve vs a naive one-request-at-a-time generate server"),
     "executor": ("execrl.bench.executor", "training step time: in-process vs Ray executor, metrics compared"),
+    "seccomp": ("execrl.bench.seccomp", "sandbox throughput under the seccomp allow list vs the deny list"),
     "sandbox-service": (
         "execrl.bench.sandbox_service",
         "executions/s through 1 and N local sandbox services vs the in-process pool",

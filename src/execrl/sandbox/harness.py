@@ -407,7 +407,9 @@ def read_job(job_fd: int) -> dict[str, Any]:
     return job
 
 
-def main(res_fd: int, job_fd: int, isolated: bool, allow_filters: dict[str, seccomp.PreparedFilter]) -> NoReturn:
+def main(
+    res_fd: int, job_fd: int, isolated: bool, allow_filters: dict[str, seccomp.PreparedFilter]
+) -> NoReturn:
     """Entry of ``H`` once the worker is isolated and has reported ready: wait for the job, run it, report done.
 
     ``allow_filters``: the seccomp allow list of each language that has one (empty under the deny

@@ -106,7 +106,6 @@ LANGUAGE_SYSCALLS: dict[str, frozenset[str]] = {
 }
 
 
-
 def _numbers(text: str) -> dict[str, int]:
     words = text.split()
     return {name: int(number) for name, number in zip(words[::2], words[1::2], strict=True)}
