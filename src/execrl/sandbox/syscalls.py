@@ -61,9 +61,10 @@ _PROCESSES = _names(
     sched_getparam sched_getscheduler sched_get_priority_max sched_get_priority_min
     getpriority getrlimit setrlimit getrusage times sysinfo uname getrandom
     getcpu
-    # The candidate's process sets its uid for good (child._prelude); it has no capabilities, so only
-    # its own uids are reachable.
-    setresuid
+    # The candidate's process sets its uid for good (child._prelude). It has no capabilities, so these
+    # only move between its own ids; a program (or su, sudo) that tries another id must get EPERM from
+    # the kernel, which it handles, not ENOSYS.
+    setresuid setuid setgid setreuid setregid setresgid setfsuid setfsgid setgroups capget
     # Checked by the deny list's argument rules (only the caller itself, pid 0): os.nice, affinity,
     # resource.setrlimit (glibc's setrlimit is prlimit64).
     setpriority sched_setaffinity prlimit64
@@ -123,13 +124,14 @@ NUMBERS: dict[str, int] = _numbers(
     execve 59 exit 60 wait4 61 kill 62 uname 63 fcntl 72 flock 73 fsync 74 fdatasync 75 truncate 76
     ftruncate 77 getdents 78 getcwd 79 chdir 80 fchdir 81 rename 82 mkdir 83 rmdir 84 creat 85 link 86
     unlink 87 symlink 88 readlink 89 chmod 90 fchmod 91 chown 92 fchown 93 lchown 94 umask 95
-    gettimeofday 96 getrlimit 97 getrusage 98 sysinfo 99 times 100 getuid 102 getgid 104 geteuid 107
-    getegid 108 setpgid 109 getppid 110 getpgrp 111 setsid 112 getgroups 115 setresuid 117 getresuid 118
-    getresgid 120 getpgid 121 getsid 124 rt_sigpending 127 rt_sigtimedwait 128 rt_sigsuspend 130
-    sigaltstack 131 utime 132 statfs 137 fstatfs 138 getpriority 140 setpriority 141 sched_getparam 143
-    sched_getscheduler 145 sched_get_priority_max 146 sched_get_priority_min 147 prctl 157
-    arch_prctl 158 setrlimit 160 gettid 186 getxattr 191 lgetxattr 192 fgetxattr 193 listxattr 194
-    llistxattr 195 flistxattr 196 tkill 200 time 201 futex 202 sched_setaffinity 203
+    gettimeofday 96 getrlimit 97 getrusage 98 sysinfo 99 times 100 getuid 102 getgid 104 setuid 105
+    setgid 106 geteuid 107 getegid 108 setpgid 109 getppid 110 getpgrp 111 setsid 112 setreuid 113
+    setregid 114 getgroups 115 setgroups 116 setresuid 117 getresuid 118 setresgid 119 getresgid 120
+    getpgid 121 setfsuid 122 setfsgid 123 getsid 124 capget 125 rt_sigpending 127 rt_sigtimedwait 128
+    rt_sigsuspend 130 sigaltstack 131 utime 132 statfs 137 fstatfs 138 getpriority 140 setpriority 141
+    sched_getparam 143 sched_getscheduler 145 sched_get_priority_max 146 sched_get_priority_min 147
+    prctl 157 arch_prctl 158 setrlimit 160 gettid 186 getxattr 191 lgetxattr 192 fgetxattr 193
+    listxattr 194 llistxattr 195 flistxattr 196 tkill 200 time 201 futex 202 sched_setaffinity 203
     sched_getaffinity 204 epoll_create 213 getdents64 217 set_tid_address 218 restart_syscall 219
     fadvise64 221 timer_create 222 timer_settime 223 timer_gettime 224 timer_getoverrun 225
     timer_delete 226 clock_gettime 228 clock_getres 229 clock_nanosleep 230 exit_group 231
