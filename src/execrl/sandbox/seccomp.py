@@ -1,12 +1,16 @@
-"""A hand-assembled classic-BPF seccomp filter (deny list with argument checks), installed via prctl.
+"""Hand-assembled classic-BPF seccomp filters, installed via prctl: a deny list with argument checks,
+and per-language allow lists stacked on it (``SandboxConfig.seccomp_policy``).
 
-Why a deny list and not an allow list: the candidate runs a full CPython (and g++/ld for C++), whose
-syscall set is large and changes with the C library; an allow list would be brittle, while the syscalls
-that matter for escapes and host interference are a short, well-known list (Docker's and isolate's
-defaults; research notes, hazards 11, 17, 18). Limits: a deny list cannot stop bugs in allowed syscalls
-(shared kernel).
+The deny list (``build_filter``) is installed in every worker while it parks, under both policies: the
+system calls that matter for escapes and host interference are a short, well-known list (Docker's and
+isolate's defaults; research notes, hazards 11, 17, 18), and some need argument checks. Under the
+``"allow"`` policy the harness then stacks the job's language's allow list (``build_allow_filter``,
+lists in ``syscalls.py``): the kernel runs both filters and the stricter answer wins, so the allow list
+only has to say which numbers pass; everything else fails with ENOSYS before reaching its kernel code.
+Why both: a deny list cannot stop a bug in a call nobody thought to list (shared kernel); an allow list
+alone would have to repeat every argument check. Cost: ``execrl bench seccomp``.
 
-Program layout (every jump is forward, as cBPF requires; ``_rule`` computes the offsets):
+Deny-list program layout (every jump is forward, as cBPF requires; ``_rule`` computes the offsets):
 
 1. ``arch != AUDIT_ARCH_X86_64`` -> kill the process (blocks the 32-bit ``int 0x80`` entry).
 2. ``nr >= 0x40000000`` (x32 ABI numbers) -> kill the process.

@@ -8,7 +8,8 @@ import struct
 
 import pytest
 
-from execrl.sandbox import seccomp, syscalls
+from execrl.sandbox import SandboxConfig, api, seccomp, syscalls
+from execrl.sandbox.errors import InvalidRequestError
 
 ALLOW = seccomp.SECCOMP_RET_ALLOW
 EPERM = seccomp.SECCOMP_RET_ERRNO | errno.EPERM
@@ -107,3 +108,20 @@ def test_language_sets_build_and_avoid_the_deny_list(language: str) -> None:
 def test_unknown_syscall_name_is_an_error() -> None:
     with pytest.raises(KeyError, match="no_such_call"):
         syscalls.numbers(frozenset({"read", "no_such_call"}))
+
+
+def test_seccomp_policy_is_validated() -> None:
+    assert SandboxConfig().seccomp_policy == "allow"
+    with pytest.raises(InvalidRequestError, match=r"seccomp_policy='none'.*'allow', 'deny'"):
+        SandboxConfig(seccomp_policy="none")
+
+
+def test_languages_without_an_allow_list_are_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A language registered without a traced set runs under the deny list alone: never silently."""
+    monkeypatch.setattr(syscalls, "LANGUAGE_SYSCALLS", {"python": syscalls.LANGUAGE_SYSCALLS["python"]})
+    with caplog.at_level("WARNING", logger="execrl.sandbox.api"):
+        api._log_deny_only_languages()
+    listed = caplog.text.split("no allow list for ", 1)[1].split(" (deny list only)", 1)[0].split(", ")
+    assert "cpp" in listed and "python" not in listed
