@@ -38,35 +38,54 @@ from execrl.sandbox import syscalls
 _LINE = re.compile(r"^(\d+) (?:<\.\.\. (\w+) resumed>|(\w+)\()")
 _RETURN = re.compile(r"= (\d+)(?: /\* (\d+) in strace's PID NS \*/)?\s*$")
 _JOB_LANGUAGE = re.compile(r'\{\\"language\\": \{\\"name\\": \\"([A-Za-z0-9_.+-]+)\\"')
+_ENDED = re.compile(r"^(\d+) \+\+\+ (?:exited|killed)")
 _FORKS = ("clone", "clone3", "fork", "vfork")
 
 
 @dataclass
 class TraceState:
-    """What the parser knows about each traced process (host pids)."""
+    """What the parser knows about each traced process (host pids).
+
+    A child's first calls can come before its parent's ``clone`` returns (``vfork`` even waits for the
+    child's ``execve``), so calls of a process not yet placed are kept (``early``) and counted once its
+    parent's ``clone`` returns it into a sandbox."""
 
     workers: set[int] = field(default_factory=set)  # pid 1 of a sandbox, before its job arrived
     language: dict[int, str] = field(default_factory=dict)  # pid -> language of the sandbox it is in
     seen: dict[str, set[str]] = field(default_factory=dict)  # language -> syscall names
     cloning_sandbox: set[int] = field(default_factory=set)  # pids inside a clone(CLONE_NEWPID)
+    early: dict[int, set[str]] = field(default_factory=dict)  # calls of processes not placed yet
+    children: dict[int, list[int]] = field(default_factory=dict)
 
     def feed(self, line: str) -> None:
         match = _LINE.match(line)
-        if match is None:  # signals, exits, "+++ killed +++"
+        if match is None:  # signals, exits ("+++ exited with 0 +++": the pid may be reused)
+            ended = _ENDED.match(line)
+            if ended is not None:
+                self.early.pop(int(ended.group(1)), None)
             return
         pid = int(match.group(1))
         resumed, name = match.group(2), match.group(3)
         if pid in self.workers and pid not in self.language:
             found = _JOB_LANGUAGE.search(line)
             if found is not None:
-                self.language[pid] = found.group(1)
+                self.early.pop(pid, None)  # pid 1's own calls before the job are not under the list
+                self._place(pid, found.group(1))
         language = self.language.get(pid)
         if name is not None and language is not None:
             self.seen.setdefault(language, set()).add(name)
+        elif name is not None:
+            self.early.setdefault(pid, set()).add(name)
         if name == "clone" and "CLONE_NEWPID" in line:
             self.cloning_sandbox.add(pid)
         if (resumed or name) in _FORKS:
             self._child(pid, line, language)
+
+    def _place(self, pid: int, language: str) -> None:
+        self.language[pid] = language
+        self.seen.setdefault(language, set()).update(self.early.pop(pid, set()))
+        for child in self.children.pop(pid, []):
+            self._place(child, language)
 
     def _child(self, pid: int, line: str, language: str | None) -> None:
         returned = _RETURN.search(line)
@@ -74,9 +93,12 @@ class TraceState:
             return
         child = int(returned.group(2) or returned.group(1))
         if language is not None:
-            self.language[child] = language
+            self._place(child, language)
         elif pid in self.cloning_sandbox:
             self.workers.add(child)
+            self.early.pop(child, None)
+        else:
+            self.children.setdefault(pid, []).append(child)
         self.cloning_sandbox.discard(pid)
 
 
@@ -88,9 +110,9 @@ def parse(lines: list[str]) -> dict[str, set[str]]:
     return state.seen
 
 
-def run_traced(command: list[str]) -> list[str]:
+def run_traced(command: list[str], keep: str | None) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="execrl-trace-") as tmp:
-        out = os.path.join(tmp, "trace")
+        out = keep or os.path.join(tmp, "trace")
         strace = ["strace", "-f", "-qq", "--decode-pids=pidns", "-s", "64", "-o", out]
         completed = subprocess.run([*strace, *command], check=False)
         if completed.returncode != 0:
@@ -116,9 +138,18 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--json", help="also write the per-language report here")
-    parser.add_argument("command", nargs="+", help="the command to trace, after --")
+    parser.add_argument("--keep-trace", metavar="PATH", help="keep strace's raw output here")
+    parser.add_argument("--from-trace", metavar="PATH", help="parse this raw output instead of running")
+    parser.add_argument("command", nargs="*", help="the command to trace, after --")
     args = parser.parse_args()
-    result = report(parse(run_traced(args.command)))
+    if args.from_trace:
+        with open(args.from_trace, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    elif args.command:
+        lines = run_traced(args.command, args.keep_trace)
+    else:
+        parser.error("give a command to trace (after --) or --from-trace PATH")
+    result = report(parse(lines))
     for language, entry in result.items():
         print(f"{language}: {len(entry['traced'])} traced")
         print(f"  missing from the allow list: {' '.join(entry['missing']) or '-'}")
