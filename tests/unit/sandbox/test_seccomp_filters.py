@@ -125,3 +125,11 @@ def test_languages_without_an_allow_list_are_logged(
         api._log_deny_only_languages()
     listed = caplog.text.split("no allow list for ", 1)[1].split(" (deny list only)", 1)[0].split(", ")
     assert "cpp" in listed and "python" not in listed
+
+
+@pytest.mark.parametrize("language", sorted(syscalls.TRACED))
+def test_every_traced_call_is_allowed_or_on_the_deny_list(language: str) -> None:
+    """Guards the lists against an edit that drops a call the traced programs make (they would then get
+    ENOSYS); denied calls in the traces are the hostile programs' attempts."""
+    traced = syscalls.TRACED[language]
+    assert traced - syscalls.LANGUAGE_SYSCALLS[language] <= set(seccomp.DENIED_SYSCALLS)
