@@ -1,6 +1,7 @@
 """``execrl bench seccomp``: the allow-list seccomp policy against the deny list alone, side by side.
 
-Both policies run in this one process, alternating within each round (so load drift hits them alike),
+Both policies run in this one process, alternating within each round and swapping which goes first
+from one round to the next (so load drift hits them alike),
 at the same concurrency, on the same programs: ``print(1)`` in Python (the sandbox's floor, where a
 filter's cost would show first) and, unless ``--cpp-executions 0``, a C++ hello world compiled and run
 in the sandbox (g++, cc1plus, as and ld make most system calls). Throughput is executions per second of
@@ -70,8 +71,9 @@ def _round(policy: str, args: argparse.Namespace) -> dict[str, float]:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Best throughput and lowest p50 across rounds, per policy, and their ratios (allow over deny)."""
     best: dict[str, dict[str, float]] = {policy: {} for policy in POLICIES}
-    for _ in range(args.rounds):
-        for policy in POLICIES:
+    for round_index in range(args.rounds):
+        order = POLICIES if round_index % 2 == 0 else POLICIES[::-1]  # neither always runs first
+        for policy in order:
             for key, value in _round(policy, args).items():
                 keep = min if key.endswith("_ms") else max
                 best[policy][key] = keep(best[policy].get(key, value), value)
