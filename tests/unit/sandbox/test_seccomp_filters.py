@@ -132,4 +132,6 @@ def test_every_traced_call_is_allowed_or_on_the_deny_list(language: str) -> None
     """Guards the lists against an edit that drops a call the traced programs make (they would then get
     ENOSYS); denied calls in the traces are the hostile programs' attempts."""
     traced = syscalls.TRACED[language]
-    assert traced - syscalls.LANGUAGE_SYSCALLS[language] <= set(seccomp.DENIED_SYSCALLS)
+    allowed = syscalls.LANGUAGE_SYSCALLS[language]
+    assert traced - allowed <= set(seccomp.DENIED_SYSCALLS) | syscalls.REFUSED_ON_PURPOSE
+    assert not allowed & syscalls.REFUSED_ON_PURPOSE
