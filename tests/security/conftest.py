@@ -1,4 +1,5 @@
-"""One real sandbox per test module for the adversarial suite."""
+"""One real sandbox per test module and seccomp policy for the adversarial suite: every hazard test runs
+under the allow list (the default) and under the deny list alone (the fallback)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import pytest
 from security_helpers import assert_no_survivors
 
 from execrl.sandbox import Sandbox, SandboxConfig
+from execrl.sandbox.seccomp import POLICIES
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    with Sandbox(SandboxConfig(workers=2)) as sb:
+@pytest.fixture(scope="module", params=POLICIES)
+def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+    with Sandbox(SandboxConfig(workers=2, seccomp_policy=request.param)) as sb:
         yield sb
 
 

@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "execrl.bench.runtimes",
         "start-up of the sandbox's python and python-data runtimes vs subprocess",
     ),
+    "seccomp": ("execrl.bench.seccomp", "sandbox throughput under the seccomp allow list vs the deny list"),
     "sandbox-service": (
         "execrl.bench.sandbox_service",
         "executions/s through 1 and N local sandbox services vs the in-process pool",

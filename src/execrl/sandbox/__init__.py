@@ -35,6 +35,20 @@ trained against it would learn:
   (``flock``, ``fcntl`` lock commands) are refused with ENOLCK, change notification (inotify, fanotify,
   dnotify's ``F_NOTIFY``) with EPERM, ``/proc/locks`` is not mounted; abstract Unix sockets are
   scoped by the slot's network namespace; ``socket`` and ``socketpair`` accept only ``AF_UNIX``.
+* System calls, two seccomp policies (``SandboxConfig.seccomp_policy``). ``"deny"`` (the fallback,
+  ``seccomp.py``) refuses a list of known hazards: another ABI (``int 0x80``, x32 numbers: kill), module
+  and kexec loading, ``mount``/``pivot_root``/``unshare``/``setns`` and ``clone`` with namespace flags,
+  ``ptrace``, ``process_vm_*``, ``pidfd_getfd``, ``bpf``, ``perf_event_open``, ``userfaultfd``,
+  ``io_uring``, the key ring, clock and time setting, handle-based opens, ``socket`` families but
+  ``AF_UNIX``, ``ioctl(TIOCSTI)``, scheduling and limits of other processes, locks and change
+  notification; everything else reaches the kernel. ``"allow"`` (the default) stacks on it, once the
+  job names its language, the list of calls that language's runtime needs (``syscalls.py``: traced
+  from the test programs with ``scripts/trace_syscalls.py``, reviewed by hand), so every call the
+  list omits fails with ENOSYS before reaching its kernel code: native AIO, System V IPC, ``splice``
+  and ``vmsplice``, ``kcmp``, ``personality``, NUMA policy calls, extended attributes, ``mknod``,
+  ``landlock``, ``memfd_secret`` and the rest of a kernel's ~460 calls (what kernel exploits most often
+  enter through when the deny list forgot them; ``tests/security/test_allowlist_hazards.py``). A
+  language registered without a traced set runs under the deny list alone (the sandbox logs which).
 * Compile steps are bounded by the request's ``Limits.compile_timeout_s`` in CPU and wall time (a
   source that includes one of the compiler's own descriptors blocks until then, then is a
   ``compile_error``).
@@ -49,7 +63,8 @@ trained against it would learn:
   not have returned. ``tests/security/test_language_hazards.py`` runs the hostile programs per language.
 
 Limits, stated plainly: the kernel is shared, so it is not a boundary against kernel exploits (use a VM
-tier for hostile multi-tenant use); the filter is a deny list, not an allow list; timing side channels
+tier for hostile multi-tenant use), and the allow list narrows the kernel code a program reaches
+without removing the common calls (``read``, ``mmap``, ``futex``...) an exploit can also use; timing side channels
 through shared caches and the page cache of the shared files remain; ``/proc/self`` and the sandbox's
 own pids are visible (``/proc/self/mountinfo`` names the bound host directories, which the sandbox sees
 anyway, and the block device and size of the host's devtmpfs behind them; ``/proc/self/cgroup`` names

@@ -18,13 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from execrl.sandbox import syscalls
 from execrl.sandbox.backends import get_backend
 from execrl.sandbox.cgroups import detect_version
 from execrl.sandbox.errors import InvalidRequestError, SandboxFailure, UnsupportedHostError
-from execrl.sandbox.languages import get_language
+from execrl.sandbox.languages import get_language, list_languages
 from execrl.sandbox.pool import WorkerPool
 from execrl.sandbox.runner import Driver, RunState, build_job
 from execrl.sandbox.runtimes import DEFAULT_RUNTIME, Runtime, resolve_runtime
+from execrl.sandbox.seccomp import POLICIES as SECCOMP_POLICIES
 from execrl.sandbox.types import (
     CallTest,
     ExecutionRequest,
@@ -49,7 +51,11 @@ class SandboxConfig:
     ``limits``: the default ``Limits``: requests that kept the library default ``Limits()`` run with
     these instead, and parked workers are built with their work-directory size (other sizes are
     spawned on demand, paying the isolation set-up);
-    ``cgroup_root``: where the cgroup hierarchies are mounted.
+    ``cgroup_root``: where the cgroup hierarchies are mounted;
+    ``seccomp_policy``: ``"allow"`` (default): a language with a traced system-call set
+    (``syscalls.LANGUAGE_SYSCALLS``) gets that allow list stacked on the deny list, a language without
+    one runs under the deny list alone (logged once when the sandbox starts); ``"deny"``: the deny list
+    only, the fallback (``seccomp.py``; threat model in the package docstring).
     """
 
     backend: str = "namespace"
@@ -57,9 +63,15 @@ class SandboxConfig:
     max_concurrency: int | None = None
     limits: Limits = field(default_factory=Limits)
     cgroup_root: str = "/sys/fs/cgroup"
+    seccomp_policy: str = "allow"
 
     def __post_init__(self) -> None:
         get_backend(self.backend)
+        if self.seccomp_policy not in SECCOMP_POLICIES:
+            raise InvalidRequestError(
+                f"SandboxConfig.seccomp_policy={self.seccomp_policy!r}; "
+                f"set one of {', '.join(map(repr, SECCOMP_POLICIES))}"
+            )
         if (
             isinstance(self.workers, bool)
             or not isinstance(self.workers, int)
@@ -156,6 +168,8 @@ class Sandbox:
         self._pool = self._start_pool(None)
         self._runtime_pools: dict[str, WorkerPool] = {}  # other runtimes' pools, started on first use
         self._runtime_lock = threading.Lock()
+        if backend.isolate and self.config.seccomp_policy == "allow":
+            _log_deny_only_languages()
         self._executor = ThreadPoolExecutor(
             max_workers=self.config.concurrency, thread_name_prefix="execrl-sandbox"
         )
@@ -194,6 +208,7 @@ class Sandbox:
             default_key=(self.limits.workdir_mb, self.limits.workdir_inodes),
             isolate=self._isolate,
             cgroup_root=self._cgroup_root,
+            seccomp_policy=self.config.seccomp_policy,
             packages_dir=runtime.packages_dir if runtime else None,
             preload=runtime.preload if runtime else (),
         )
@@ -288,3 +303,13 @@ def default_sandbox() -> Sandbox:
             _default = Sandbox(SandboxConfig())
             atexit.register(_default.close)
         return _default
+
+
+def _log_deny_only_languages() -> None:
+    """Languages registered without a traced allow list run under the deny list alone: say which."""
+    missing = [name for name in list_languages() if name not in syscalls.LANGUAGE_SYSCALLS]
+    if missing:
+        logger.warning(
+            "seccomp: no allow list for %s (deny list only); derive one with scripts/trace_syscalls.py",
+            ", ".join(missing),
+        )

@@ -47,7 +47,7 @@ import signal
 import time
 import traceback
 
-from execrl.sandbox import child, jail, records, workfiles
+from execrl.sandbox import child, jail, records, seccomp, workfiles
 from execrl.sandbox.records import clean_error
 
 # Annotations only: importing ``typing`` would add ~2 MB to the zygote, and to every fork of it.
@@ -431,10 +431,20 @@ def _run_tests(h: Harness, res_fd: int) -> None:
         run_io(h, io_tests)
 
 
-def main(res_fd: int, job_fd: int, isolated: bool) -> NoReturn:
-    """Entry of ``H`` once the worker is isolated and has reported ready: wait for the job, run it, report done."""
+def main(
+    res_fd: int, job_fd: int, isolated: bool, allow_filters: dict[str, seccomp.PreparedFilter]
+) -> NoReturn:
+    """Entry of ``H`` once the worker is isolated and has reported ready: wait for the job, run it, report done.
+
+    ``allow_filters``: the seccomp allow list of each language that has one (empty under the deny
+    policy); the job's is stacked on the deny list before anything else happens, so it binds ``H``
+    itself, the inline candidate and every process started after (a worker is built before its
+    language is known)."""
     try:
         job = read_job(job_fd)
+        allow = allow_filters.get(job["language"]["name"]) if isolated else None
+        if allow is not None:
+            allow.install()
         h = Harness(res_fd, job, isolated)
         if not isolated:
             h.send({"kind": "workdir", "path": jail.unisolated_workdir()})

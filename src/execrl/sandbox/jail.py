@@ -79,7 +79,7 @@ class JailSpec:
     ~2 MB, and every module the zygote imports makes every fork of it slower.
     """
 
-    __slots__ = ("isolate", "uid", "slot", "workdir_mb", "workdir_inodes", "seccomp_filter")
+    __slots__ = ("isolate", "uid", "slot", "workdir_mb", "workdir_inodes", "seccomp_filters")
 
     def __init__(
         self,
@@ -89,14 +89,14 @@ class JailSpec:
         slot: int,
         workdir_mb: int,
         workdir_inodes: int,
-        seccomp_filter: seccomp.PreparedFilter,
+        seccomp_filters: seccomp.Filters,
     ) -> None:
         self.isolate = isolate
         self.uid = uid
         self.slot = slot
         self.workdir_mb = workdir_mb
         self.workdir_inodes = workdir_inodes
-        self.seccomp_filter = seccomp_filter
+        self.seccomp_filters = seccomp_filters
 
 
 def make_network_namespaces(count: int) -> list[int]:
@@ -259,7 +259,7 @@ def _drop_privileges(spec: JailSpec) -> None:
     linux.clear_all_capabilities()
     linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1)
     linux.prctl(linux.PR_SET_DUMPABLE, 0)
-    spec.seccomp_filter.install()
+    spec.seccomp_filters.deny.install()  # the language's allow list is stacked once the job arrived
 
 
 def isolate_pid1(spec: JailSpec) -> str:

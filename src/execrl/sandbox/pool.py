@@ -121,11 +121,13 @@ class WorkerPool:
         default_key: WorkerKey,
         isolate: bool,
         cgroup_root: Path | None,
+        seccomp_policy: str = "allow",
         packages_dir: str | None = None,
         preload: tuple[str, ...] = (),
     ) -> None:
         """``packages_dir``/``preload``: a Python runtime's packages and the modules its zygote imports
         before forking (``runtimes.py``); the default runtime has neither."""
+        self.seccomp_policy = seccomp_policy
         self.packages_dir = packages_dir
         self.preload = preload
         self.workers = workers
@@ -157,6 +159,7 @@ class WorkerPool:
             self.isolate,
             self.python_prefix,
             self.slots,
+            self.seccomp_policy,
             self.packages_dir,
             self.preload,
         )

@@ -151,16 +151,13 @@ def _pid1(spec: jail.JailSpec, job_r: int, res_w: int, out_w: int, err_w: int) -
             os.write(RESULT_FD, (json.dumps({"kind": "setup_error", "message": message}) + "\n").encode())
             os._exit(1)
         os.write(RESULT_FD, _READY[workdir])
-        harness.main(RESULT_FD, JOB_FD, spec.isolate)
+        harness.main(RESULT_FD, JOB_FD, spec.isolate, spec.seccomp_filters.by_language)
     finally:
         os._exit(1)
 
 
-def spawn(sock: socket.socket, command: dict[str, Any], seccomp_filter: seccomp.PreparedFilter) -> None:
-    spec = jail.JailSpec(
-        seccomp_filter=seccomp_filter,
-        **command["spec"],
-    )
+def spawn(sock: socket.socket, command: dict[str, Any], filters: seccomp.Filters) -> None:
+    spec = jail.JailSpec(seccomp_filters=filters, **command["spec"])
     job_r, job_w = os.pipe()
     res_r, res_w = os.pipe()
     out_r, out_w = os.pipe()
@@ -225,6 +222,7 @@ def main(
     isolate: bool,
     python_prefix: str,
     slots: int,
+    seccomp_policy: str,
     packages_dir: str | None = None,
     preload: list[str] | None = None,
 ) -> NoReturn:
@@ -235,7 +233,10 @@ def main(
         _netns_fds.extend(jail.make_network_namespaces(min(slots, MAX_SLOT_NETNS)))
         jail.build_template_root(python_prefix, packages_dir)
     linux.prctl(linux.PR_SET_CHILD_SUBREAPER, 1)
-    seccomp_filter = seccomp.PreparedFilter(seccomp.build_filter())
+    filters = seccomp.Filters(
+        seccomp.PreparedFilter(seccomp.build_filter()),
+        seccomp.language_filters() if isolate and seccomp_policy == "allow" else {},
+    )
     for name in PRELOADED_MODULES:
         __import__(name)
     _load_runtime(packages_dir, preload or [])
@@ -262,7 +263,7 @@ def main(
         command = json.loads(message)
         if command["op"] == "spawn":
             try:
-                spawn(sock, command, seccomp_filter)
+                spawn(sock, command, filters)
             except BrokenPipeError:
                 break
         elif command["op"] == "exit":
@@ -284,6 +285,7 @@ def bootstrap_code(
     isolate: bool,
     python_prefix: str,
     slots: int,
+    seccomp_policy: str,
     packages_dir: str | None = None,
     preload: tuple[str, ...] = (),
 ) -> str:
@@ -295,5 +297,6 @@ def bootstrap_code(
         f"for name, path in (('execrl', {src_dir + '/execrl'!r}), ('execrl.sandbox', {src_dir + '/execrl/sandbox'!r})):\n"
         "    module = types.ModuleType(name); module.__path__ = [path]; sys.modules[name] = module\n"
         "from execrl.sandbox.zygote import main\n"
-        f"main({sock_fd}, {isolate!r}, {python_prefix!r}, {slots!r}, {packages_dir!r}, {list(preload)!r})\n"
+        f"main({sock_fd}, {isolate!r}, {python_prefix!r}, {slots!r}, {seccomp_policy!r}, {packages_dir!r}, "
+        f"{list(preload)!r})\n"
     )
