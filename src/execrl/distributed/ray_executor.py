@@ -46,7 +46,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import ray
@@ -270,15 +269,26 @@ class RayExecutor:
         return self._stream(step, round_, tasks, calls, version, log_)
 
     def _generate(
-        self, step: int, round_: int, call: GenerateCall, pinned: int | None, log_: StepLog
+        self,
+        step: int,
+        round_: int,
+        call: GenerateCall,
+        pinned: int | None,
+        log_: StepLog,
+        first: Attempt | None = None,
     ) -> RolloutBatch:
         what = f"generate (step {step}, round {round_}, from group {call.first_group})"
         rollout, used = self.rollout.call(
-            what, lambda i: self._submit_generate(i, step, call, pinned, log_), counters=log_.counters
+            what, self._generate_submitter(step, call, pinned, log_), counters=log_.counters, first=first
         )
         log_.versions_used.append(used)
         log_.staleness.append(step - used)
         return rollout  # type: ignore[no-any-return]
+
+    def _generate_submitter(
+        self, step: int, call: GenerateCall, pinned: int | None, log_: StepLog
+    ) -> Callable[[int], Any]:
+        return lambda index: self._submit_generate(index, step, call, pinned, log_)
 
     def _stream(
         self,
@@ -289,21 +299,40 @@ class RayExecutor:
         pinned: int | None,
         log_: StepLog,
     ) -> tuple[RolloutBatch, list[Score]]:
-        """Streaming: every group's generate call in flight on the rollout workers (about two queued per
-        worker), each group scored on a sandbox worker as soon as its generation returns."""
+        """Streaming: every group's generate call goes out at once (round robin over the rollout workers);
+        as each returns (``ray.wait``), its group's scoring goes out to a sandbox worker. All submissions
+        happen from this one thread (Ray orders an actor's tasks by submission; a failed attempt is
+        retried by ``ActorGroup.call`` like any other)."""
+        from execrl.rewards import Score
 
-        def one(call: GenerateCall) -> ScoredGroups:
-            rollout = self._generate(step, round_, call, pinned, log_)
-            group_tasks = tasks[call.first_group : call.first_group + rollout.num_prompts]
-            row_tasks = [group_tasks[g] for g in rollout.group_index.tolist()]
-            return ScoredGroups(
-                rollout, group_tasks, self._score(row_tasks, list(rollout.texts), log_.counters)
-            )
-
-        threads = 2 * len(self.rollout.actors) + len(self.sandbox.actors)
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="execrl-ray-stream") as pool:
-            merged = concat_groups(list(pool.map(one, calls)))
+        attempts = [self.rollout.start(self._generate_submitter(step, c, pinned, log_)) for c in calls]
+        index_of = {attempt.ref: k for k, attempt in enumerate(attempts)}
+        waiting = list(index_of)
+        rollouts: dict[int, RolloutBatch] = {}
+        scoring: dict[int, tuple[list[Task], Attempt, Callable[[int], Any]]] = {}
+        while waiting:
+            (ready,), waiting = ray.wait(waiting, num_returns=1)
+            k = index_of[ready]
+            rollouts[k] = self._generate(step, round_, calls[k], pinned, log_, first=attempts[k])
+            group_tasks = tasks[calls[k].first_group : calls[k].first_group + rollouts[k].num_prompts]
+            row_tasks = [group_tasks[g] for g in rollouts[k].group_index.tolist()]
+            texts = list(rollouts[k].texts)
+            submit = self._score_submitter(row_tasks, texts)
+            scoring[k] = (group_tasks, self.sandbox.start(submit), submit)
+        parts = []
+        for k in range(len(calls)):
+            group_tasks, attempt, submit = scoring[k]
+            try:
+                what = f"scoring of group {calls[k].first_group} (step {step}, round {round_})"
+                scores = self.sandbox.call(what, submit, counters=log_.counters, first=attempt)
+            except TaskFailed as exc:
+                scores = [Score.invalid(f"executor_error: {exc}") for _ in range(rollouts[k].num_rows)]
+            parts.append(ScoredGroups(rollouts[k], group_tasks, scores))
+        merged = concat_groups(parts)
         return merged.rollout, merged.scores
+
+    def _score_submitter(self, tasks: Sequence[Task], completions: Sequence[str]) -> Callable[[int], Any]:
+        return lambda index: self.sandbox.actors[index].score.remote(list(tasks), list(completions))
 
     def _score(
         self, tasks: Sequence[Task], completions: Sequence[str], counters: FaultCounters
