@@ -13,7 +13,6 @@ import copy
 import json
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +21,11 @@ import ray  # the "ray" extra; scripts/setup.sh installs it
 from toy_domain import toy_overrides
 
 from execrl.config import load_config
-from execrl.distributed.ray_executor import RayExecutor, ensure_ray
+from execrl.distributed.ray_executor import RayExecutor
 
 pytestmark = pytest.mark.slow
 HALF_CPU = ["executor.rollout_num_cpus=0.5", "executor.sandbox_num_cpus=0.5"]
 ASYNC = ["algorithm.async_steps=1", "executor.max_weight_staleness=1"]
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    assert ensure_ray(None, num_cpus=2)
-    yield
-    ray.shutdown()
 
 
 def test_bench_executor_async_streaming_ray_run_equals_the_in_process_run(

@@ -22,19 +22,12 @@ from toy_domain import toy_overrides
 
 from execrl.config import TrainConfig, load_config
 from execrl.distributed.faults import FaultCounters, RetryPolicy
-from execrl.distributed.ray_executor import ActorGroup, Attempt, RayExecutor, ensure_ray
+from execrl.distributed.ray_executor import ActorGroup, Attempt, RayExecutor
 from execrl.distributed.ray_workers import RolloutWorker, StaleWeights
 
 pytestmark = pytest.mark.slow
 # Two executors live at once in this module (the shared one and the benchmark's); 2 CPUs hold both.
 HALF_CPU = ["executor.rollout_num_cpus=0.5", "executor.sandbox_num_cpus=0.5"]
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    assert ensure_ray(None, num_cpus=2)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")

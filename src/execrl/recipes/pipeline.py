@@ -9,6 +9,10 @@ stale (the staleness bound is 1 by construction), and the update corrects for it
 importance weight of ``offpolicy.py`` (decoupled PPO). Scheduler draws and observations stay on the main
 thread, in step order, so the task draws do not depend on thread timing.
 
+The rollout goes through the executor (``executor.behaviour_sampler``): in-process it runs the behaviour
+copy's engine; with ``executor.kind=ray`` the rollout workers generate with published version t, the
+weights the behaviour copy holds, so the same step code runs on both and gives the same samples.
+
 Resume is bit-exact: the behaviour copy is saved in every checkpoint (``behaviour_policy.safetensors``),
 so a resumed run regenerates the in-flight rollout with the same weights and seeds.
 
