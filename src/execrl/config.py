@@ -257,7 +257,8 @@ class ExecutorSection(_Section):
     max_weight_staleness: int = Field(
         0,
         ge=0,
-        description="ray: a rollout worker never generates with weights older than this many versions",
+        description="ray: no sample of step s comes from weights older than version s - this "
+        "(updates behind the trainer when consumed); algorithm.async_steps=1 needs >= 1",
     )
     max_attempts: int = Field(3, ge=1, description="ray: attempts per task (a dead worker is replaced first)")
     retry_backoff_s: float = Field(0.2, ge=0, description="ray: first backoff, doubled per attempt")
@@ -377,13 +378,16 @@ class TrainConfig(_Section):
     executor: ExecutorSection = ExecutorSection()
 
     @model_validator(mode="after")
-    def _ray_runs_the_serial_loop(self) -> TrainConfig:
-        if self.executor.kind == "ray" and (self.algorithm.async_steps or self.rollout.stream_scoring):
+    def _ray_staleness_covers_the_loop(self) -> TrainConfig:
+        executor = self.executor
+        if executor.kind == "ray" and self.algorithm.async_steps > executor.max_weight_staleness:
             raise ValueError(
-                "executor.kind=ray runs the serial loop only (each generate-and-score call on the actors); "
-                "set algorithm.async_steps=0 and rollout.stream_scoring=false, or executor.kind=inprocess"
+                f"algorithm.async_steps={self.algorithm.async_steps} samples each step with weights "
+                f"{self.algorithm.async_steps} update(s) old, beyond executor.max_weight_staleness="
+                f"{executor.max_weight_staleness}; set executor.max_weight_staleness="
+                f"{self.algorithm.async_steps} (or more)"
             )
-        if self.executor.kind == "ray" and self.refine.max_turns > 1:
+        if executor.kind == "ray" and self.refine.max_turns > 1:
             raise ValueError(
                 "executor.kind=ray does not run the multi-turn refine recipe; use executor.kind=inprocess"
             )

@@ -4,6 +4,7 @@ tokenizer, no weights downloaded) and small task files, so ``execrl train`` runs
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,16 @@ def second_domain(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("toy2") / "toy2.jsonl"
     save_tasks(tasks, str(path))
     return path
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """A local Ray instance (2 CPUs) per test module that asks for it: one start per module keeps the Ray
+    tests inside their time budget."""
+    import ray
+
+    from execrl.distributed.ray_executor import ensure_ray
+
+    assert ensure_ray(None, num_cpus=2)
+    yield
+    ray.shutdown()

@@ -21,20 +21,13 @@ import ray  # the "ray" extra; scripts/setup.sh installs it
 from toy_domain import toy_overrides
 
 from execrl.config import TrainConfig, load_config
-from execrl.distributed.faults import RetryPolicy
-from execrl.distributed.ray_executor import ActorGroup, RayExecutor, ensure_ray
+from execrl.distributed.faults import FaultCounters, RetryPolicy
+from execrl.distributed.ray_executor import ActorGroup, Attempt, RayExecutor
 from execrl.distributed.ray_workers import RolloutWorker, StaleWeights
 
 pytestmark = pytest.mark.slow
 # Two executors live at once in this module (the shared one and the benchmark's); 2 CPUs hold both.
 HALF_CPU = ["executor.rollout_num_cpus=0.5", "executor.sandbox_num_cpus=0.5"]
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    assert ensure_ray(None, num_cpus=2)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -89,17 +82,19 @@ def test_killed_workers_are_replaced_and_their_task_retried(executor: RayExecuto
     run, sampler = in_process
     tasks = run.tasks.tasks_for_step(0, 4)
     _same(executor(0, tasks, 0), sampler(0, tasks, 0))
-    assert executor.step_metrics()["executor/retries"] == 0.0
+    assert executor.step_metrics(0)["executor/retries"] == 0.0
     ray.kill(executor.rollout.actors[0])  # the rollout replica dies
     os.kill(ray.get(executor.sandbox.actors[0].pid.remote()), signal.SIGKILL)  # so does the sandbox's
+    executor.publish_weights(run.model, version=1)  # the same weights, as the version step 1 starts from
     result = executor(1, tasks, 0)
     _same(result, sampler(1, tasks, 0))  # nothing lost, nothing scored twice, same samples
     assert len(result[1]) == result[0].num_rows == 32
-    metrics = executor.step_metrics()
+    metrics = executor.step_metrics(1)
     assert metrics["executor/tasks"] == 2.0  # one generate call, one scoring chunk
     assert metrics["executor/retries"] == 2.0 and metrics["executor/replaced_workers"] == 2.0
     assert metrics["executor/failed_tasks"] == 0.0
-    assert metrics["executor/weight_version_used_min"] == 0.0  # the new replica got version 0 first
+    assert metrics["executor/weight_version_used_min"] == 1.0  # the new replica got version 1 first
+    assert metrics["executor/weight_staleness_max"] == 0.0
 
 
 class Slow:
@@ -117,11 +112,9 @@ class Slow:
 def test_a_worker_killed_mid_task_is_replaced_and_the_task_retried_once(local_ray: None, how: str) -> None:
     """The kill lands while the task runs (not before it is sent): the in-flight task is retried on the
     replacement and its result is returned exactly once."""
-    from execrl.distributed.faults import FaultCounters
-
     slow = ray.remote(Slow).options(num_cpus=0)
     counters = FaultCounters()
-    group = ActorGroup("test", slow.remote, 1, policy=RetryPolicy(3, 0.0), counters=counters, timeout_s=60)
+    group = ActorGroup("test", slow.remote, 1, policy=RetryPolicy(3, 0.0), timeout_s=60)
     victim = group.actors[0]
     pid = ray.get(victim.pid.remote())  # the actor is up before the task is sent
     ref = victim.work.remote(3.0, "done")
@@ -133,7 +126,10 @@ def test_a_worker_killed_mid_task_is_replaced_and_the_task_retried_once(local_ra
     try:
         assert (
             group.call(
-                "work", lambda i: group.actors[i].work.remote(0.1, "done"), first_ref=ref, first_index=0
+                "work",
+                lambda i: group.actors[i].work.remote(0.1, "done"),
+                counters=counters,
+                first=Attempt(0, victim, ref),
             )
             == "done"
         )
@@ -159,16 +155,15 @@ def test_a_scoring_task_failing_every_attempt_becomes_invalid_scores_with_the_re
     run, _ = in_process
     failing = ray.remote(AlwaysFails).options(num_cpus=0)
     executor.sandbox.close()
-    executor.sandbox = ActorGroup(
-        "sandbox", failing.remote, 1, policy=RetryPolicy(2, 0.0), counters=executor.counters, timeout_s=60
-    )
+    executor.sandbox = ActorGroup("sandbox", failing.remote, 1, policy=RetryPolicy(2, 0.0), timeout_s=60)
     tasks = run.tasks.tasks_for_step(0, 1)
-    scores = executor._score(tasks * 3, ["a", "b", "c"])
+    counters = FaultCounters()
+    scores = executor._score(tasks * 3, ["a", "b", "c"], counters)
     assert [s.valid for s in scores] == [False, False, False]
     assert scores[0].reason_code == "executor_error"
     assert "scoring of rows 0..2 failed after 2 attempts" in scores[0].reason
     assert "RuntimeError: sandbox host lost its cgroups" in scores[0].reason
-    metrics = executor.step_metrics()
+    metrics = counters.drain()
     assert (metrics["executor/retries"], metrics["executor/failed_tasks"]) == (1.0, 1.0)
 
 

@@ -8,6 +8,12 @@ loading on the Ray side). ``metrics_equal`` is true when every step's rewards an
 ``loss/*``) agree within ``rtol=1e-5`` (Ray's workers run the same seeded generate call on the same
 weights, so they should agree to the bit). Goal, reported and not asserted: ``ray_step_s`` within 1.5x
 of ``inprocess_step_s`` on one machine. Exit 1 when the metrics differ.
+
+``--async`` runs both with the one-step-off loop (``algorithm.async_steps=1``, and for Ray
+``executor.max_weight_staleness=1``): step t+1's rollout overlaps step t's update on either executor, and
+``metrics_equal`` then compares the two async runs (the Ray rollout workers use the version the
+in-process behaviour copy holds, so they agree too). ``ray_weight_version_used_each`` and
+``ray_weight_staleness_each`` show the versions the Ray run sampled each step with.
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=3, help="training steps per executor (default 3)")
     parser.add_argument("--config", type=Path, help="TOML config (default: the README's main job)")
     parser.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (default: start one)")
+    parser.add_argument(
+        "--async", dest="async_", action="store_true", help="both runs one-step-off (algorithm.async_steps=1)"
+    )
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides for both runs")
 
 
@@ -61,6 +70,8 @@ def _train(base: list[str], kind: str, args: argparse.Namespace, out_dir: Path) 
 
     # No wall-time stop: both runs must train the same steps (a loaded machine would cut them apart).
     extra = [f"executor.kind={kind}", f"run.total_steps={args.steps}", "eval.enabled=false"]
+    if args.async_:
+        extra += ["algorithm.async_steps=1", "executor.max_weight_staleness=1"]
     extra.append(f"run.max_wall_time_s={NO_WALL_TIME_LIMIT_S}")
     extra += [f"run.output_dir={json.dumps(str(out_dir / kind))}", "telemetry.tensorboard=false"]
     if kind == "ray" and args.ray_address:
@@ -90,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     differences = compare_metrics(inprocess, ray_rows)
     summary = {
         "steps": args.steps,
+        "mode": "async" if args.async_ else "serial",
         "inprocess_step_s": _mean_after_first(inprocess),
         "ray_step_s": _mean_after_first(ray_rows),
         "metrics_equal": not differences,
@@ -98,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
         "ray_step_s_each": [_step_s(r) for r in ray_rows],
         "ray_retries": sum(r.get("executor/retries", 0.0) for r in ray_rows),
         "ray_weight_staleness_max": max(r.get("executor/weight_staleness_max", 0.0) for r in ray_rows),
+        "ray_weight_version_used_each": [r.get("executor/weight_version_used_min") for r in ray_rows],
+        "ray_weight_staleness_each": [r.get("executor/weight_staleness_max") for r in ray_rows],
         "compared_metrics": sorted({k for r in inprocess for k in r if k.startswith(COMPARED_PREFIXES)}),
         "overrides": list(args.overrides),
     }

@@ -3,7 +3,11 @@
     executor = build_executor(config, sampler)        # in-process (default) or Ray (executor.kind="ray")
     metrics = step_fn(run, step, executor.sampler)    # the loop samples through executor.sampler
     executor.publish_weights(model, version=step + 1) # after each update
-    metrics.update(executor.step_metrics())           # executor/* : versions used, retries, replacements
+    metrics.update(executor.step_metrics(step))       # executor/* : versions used, retries, replacements
+
+The one-step-off loop (``recipes/pipeline.py``) samples step t+1 with the weights of step t while step t
+trains, through ``executor.behaviour_sampler(engine=..., version=t)``: in-process the behaviour copy's
+engine, with Ray the rollout workers loaded with published version t (``versions.py`` states the rule).
 
 ``executor.sampler`` is a ``GroupSampler``: in-process the recipe's own; with Ray one whose generate-and-
 score call runs on the actors (its ``sandbox`` and ``reward`` stay the driver's, for the reward audit
@@ -18,6 +22,7 @@ it). Resources are declared per role in ``executor.*`` (CPUs, GPUs).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -27,6 +32,7 @@ if TYPE_CHECKING:
     from execrl.config import TrainConfig
     from execrl.recipes.sampling import GroupSampler
     from execrl.rewards import Score
+    from execrl.rollout.engine import Engine
     from execrl.rollout.types import RolloutBatch
     from execrl.tasks.schema import Task
 
@@ -38,9 +44,15 @@ class Executor(Protocol):
 
     def __call__(self, step: int, tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]: ...
 
+    def behaviour_sampler(self, *, engine: Engine, version: int) -> GroupSampler:
+        """A sampler generating with weights ``version``, which ``engine`` holds in this process."""
+        ...
+
     def publish_weights(self, model: torch.nn.Module, *, version: int) -> None: ...
 
-    def step_metrics(self) -> dict[str, float]: ...
+    def step_metrics(self, step: int) -> dict[str, float]:
+        """The ``executor/*`` metrics of the calls that sampled step ``step``."""
+        ...
 
     def close(self) -> None: ...
 
@@ -55,10 +67,13 @@ class InProcessExecutor:
     def __call__(self, step: int, tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]:
         return self.sampler(step, tasks, round_)
 
+    def behaviour_sampler(self, *, engine: Engine, version: int) -> GroupSampler:
+        return dataclasses.replace(self.sampler, engine=engine)  # ``engine`` holds ``version`` already
+
     def publish_weights(self, model: torch.nn.Module, *, version: int) -> None:
         self.version = version  # the engine generates with ``model`` itself: nothing to send
 
-    def step_metrics(self) -> dict[str, float]:
+    def step_metrics(self, step: int) -> dict[str, float]:
         return {}  # nothing moved, nothing retried: the in-process run's metrics stay as they were
 
     def close(self) -> None:

@@ -10,9 +10,10 @@ drop. Results are taken only from the attempt that succeeded, so nothing is coun
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
-__all__ = ["FaultCounters", "RetryPolicy", "TaskFailed"]
+__all__ = ["FaultCounters", "RetryPolicy", "StepLog", "TaskFailed"]
 
 
 class TaskFailed(RuntimeError):
@@ -49,15 +50,46 @@ class FaultCounters:
     retries: int = 0
     replaced_workers: int = 0
     failed_tasks: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def count(
+        self, *, tasks: int = 0, retries: int = 0, replaced_workers: int = 0, failed_tasks: int = 0
+    ) -> None:
+        """Add to the counters (streaming calls count from several threads at once)."""
+        with self._lock:
+            self.tasks += tasks
+            self.retries += retries
+            self.replaced_workers += replaced_workers
+            self.failed_tasks += failed_tasks
 
     def drain(self) -> dict[str, float]:
         """The step's ``executor/*`` metrics (``retry_rate`` = retries / tasks, what the alarm watches)."""
-        metrics = {
-            "executor/tasks": float(self.tasks),
-            "executor/retries": float(self.retries),
-            "executor/retry_rate": self.retries / self.tasks if self.tasks else 0.0,
-            "executor/replaced_workers": float(self.replaced_workers),
-            "executor/failed_tasks": float(self.failed_tasks),
-        }
-        self.tasks = self.retries = self.replaced_workers = self.failed_tasks = 0
+        with self._lock:
+            metrics = {
+                "executor/tasks": float(self.tasks),
+                "executor/retries": float(self.retries),
+                "executor/retry_rate": self.retries / self.tasks if self.tasks else 0.0,
+                "executor/replaced_workers": float(self.replaced_workers),
+                "executor/failed_tasks": float(self.failed_tasks),
+            }
+            self.tasks = self.retries = self.replaced_workers = self.failed_tasks = 0
+        return metrics
+
+
+@dataclass
+class StepLog:
+    """What the generate-and-score calls of one step did (the async loop samples step t+1 while step t is
+    logged, so the executor keeps one log per step instead of one running total)."""
+
+    counters: FaultCounters = field(default_factory=FaultCounters)
+    versions_used: list[int] = field(default_factory=list)  # one per generate call
+    staleness: list[int] = field(default_factory=list)  # step - version used, one per generate call
+    weight_pushes: int = 0
+
+    def metrics(self) -> dict[str, float]:
+        metrics = self.counters.drain()
+        if self.versions_used:
+            metrics["executor/weight_version_used_min"] = float(min(self.versions_used))
+            metrics["executor/weight_staleness_max"] = float(max(self.staleness))
+        metrics["executor/weight_pushes"] = float(self.weight_pushes)
         return metrics

@@ -64,8 +64,6 @@ def train(
     telemetry = run_telemetry(run, resuming=resume_dir is not None)
     started = time.monotonic()
     with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run), ExitStack() as stack:
-        if config.algorithm.async_steps:  # rollout of step t+1 overlaps the update of step t
-            step_fn = stack.enter_context(OneStepOff(run))
         sampler = (StreamingGroupSampler if config.rollout.stream_scoring else GroupSampler)(
             run.engine, run.tokenizer, sandbox, setup.reward_config(config), sampling_params(config),
             seed=config.run.seed,
@@ -73,13 +71,15 @@ def train(
         # Where generate-and-score runs: this process (default) or Ray actors (executor.kind="ray").
         executor = stack.enter_context(closing(build_executor(config, sampler)))
         executor.publish_weights(run.model, version=run.start_step)
+        if config.algorithm.async_steps:  # rollout of step t+1 overlaps the update of step t
+            step_fn = stack.enter_context(OneStepOff(run, executor))  # exits (joins) before the executor
         if config.eval.enabled:
             evaluate_checkpoint_once(run.run_dir, "base", run.engine, config, sandbox)
 
         def one_step(step: int) -> dict[str, float]:
             metrics = step_fn(run, step, executor.sampler)  # sample, score, advantages, update
             executor.publish_weights(run.model, version=step + 1)  # rollout workers load it by version
-            metrics.update(executor.step_metrics())  # weight versions used, retries, replaced workers
+            metrics.update(executor.step_metrics(step))  # weight versions used, retries, replaced workers
             return metrics
 
         # each step, then log, alarms, stop reasons, checkpoint (loop.py)

@@ -9,6 +9,10 @@ stale (the staleness bound is 1 by construction), and the update corrects for it
 importance weight of ``offpolicy.py`` (decoupled PPO). Scheduler draws and observations stay on the main
 thread, in step order, so the task draws do not depend on thread timing.
 
+The rollout goes through the executor (``executor.behaviour_sampler``): in-process it runs the behaviour
+copy's engine; with ``executor.kind=ray`` the rollout workers generate with published version t, the
+weights the behaviour copy holds, so the same step code runs on both and gives the same samples.
+
 Resume is bit-exact: the behaviour copy is saved in every checkpoint (``behaviour_policy.safetensors``),
 so a resumed run regenerates the in-flight rollout with the same weights and seeds.
 
@@ -27,9 +31,10 @@ from typing import Any
 
 import torch
 
+from execrl.distributed import Executor
 from execrl.recipes.audit import audit_step
 from execrl.recipes.loop import Run
-from execrl.recipes.sampling import GroupSampler, ScoredGroups, concat_groups
+from execrl.recipes.sampling import GenerateCall, GroupSampler, ScoredGroups, concat_groups
 from execrl.recipes.update import step_metrics, update_from_rollout
 from execrl.rewards import Score, score_batch
 from execrl.rollout.engine import create_engine
@@ -53,16 +58,24 @@ class StreamingGroupSampler(GroupSampler):
     bench pipeline`` measures both.
     """
 
-    def __call__(self, step: int, tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]:
+    def generate_calls(self, step: int, tasks: list[Task], round_: int) -> list[GenerateCall]:
+        """One call per group g, seeded with the hash of (seed, step, round, g)."""
         prompts = encode_prompts(self.tokenizer, [prompt_for_chat(t.prompt) for t in tasks])
+        return [
+            GenerateCall(
+                g,
+                [prompt],
+                dataclasses.replace(self.params, seed=stream_seed(self.seed, "rollout", step, round_, g)),
+            )
+            for g, prompt in enumerate(prompts)
+        ]
+
+    def __call__(self, step: int, tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]:
         parts: list[RolloutBatch] = []
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="execrl-score") as scorer:
             pending: list[Future[list[Score]]] = []
-            for g, (task, prompt) in enumerate(zip(tasks, prompts, strict=True)):
-                params = dataclasses.replace(
-                    self.params, seed=stream_seed(self.seed, "rollout", step, round_, g)
-                )
-                rollout = self.engine.generate([prompt], params)
+            for task, call in zip(tasks, self.generate_calls(step, tasks, round_), strict=True):
+                rollout = self.engine.generate(call.prompts, call.params)
                 rows = [task] * rollout.num_rows
                 pending.append(
                     scorer.submit(
@@ -76,27 +89,36 @@ class StreamingGroupSampler(GroupSampler):
 
 
 class OneStepOff:
-    """The async step: ``step_fn`` for ``grpo.train``; use as a context manager (waits for the thread)."""
+    """The async step: ``step_fn`` for ``grpo.train``; use as a context manager (waits for the thread).
 
-    def __init__(self, run: Run) -> None:
+    The rollout goes through ``executor.behaviour_sampler(version=...)``: in-process the behaviour copy's
+    engine, on Ray the rollout workers holding that published version, so this code is the same for both.
+    """
+
+    def __init__(self, run: Run, executor: Executor) -> None:
         if run.behaviour_model is None:
             raise ValueError("async_steps=1 needs the run's behaviour copy (setup_run builds it)")
         self.run = run
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="execrl-rollout")
+        self.executor = executor
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="execrl-rollout")
         self.pending: Future[tuple[dict[str, float], ScoredGroups]] | None = None
         self.engine = create_engine(
             run.config.rollout.engine, model=run.behaviour_model, tokenizer=run.tokenizer
         )
+        if run.start_step > 0:  # resume: step start_step is sampled by the checkpointed behaviour copy
+            executor.publish_weights(run.behaviour_model, version=run.start_step - 1)
 
     def __enter__(self) -> OneStepOff:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.executor.shutdown(wait=True)  # a rollout in flight finishes before the sandbox closes
+        self.thread.shutdown(wait=True)  # a rollout in flight finishes before the sandbox closes
 
-    def _sample(self, step: int, sampler: GroupSampler) -> tuple[dict[str, float], ScoredGroups]:
+    def _sample(self, step: int, version: int) -> tuple[dict[str, float], ScoredGroups]:
+        """Step ``step``'s groups, generated with weights ``version`` (the behaviour copy's)."""
         weights = self.run.tasks.domain_weights()  # read-only here: observe runs on the main thread
         alg = self.run.config.algorithm
+        sampler = self.executor.behaviour_sampler(engine=self.engine, version=version)
         groups = sampler.sample_step(
             step,
             self.run.tasks,
@@ -109,10 +131,9 @@ class OneStepOff:
     def __call__(self, run: Run, step: int, sampler: GroupSampler) -> dict[str, float]:
         """One step: take (or make) step t's groups, start step t+1's rollout, train step t."""
         config = run.config
-        behaviour = dataclasses.replace(sampler, engine=self.engine)
         t0 = time.perf_counter()
         if self.pending is None:  # first step of the run (or of a resume): nothing in flight
-            weights, groups = self._sample(step, behaviour)
+            weights, groups = self._sample(step, max(step - 1, 0))  # the behaviour copy holds version step-1
         else:
             weights, groups = self.pending.result()
         run.tasks.observe(step, groups.outcomes)
@@ -121,9 +142,9 @@ class OneStepOff:
         # its share is taken of this step's sampling time (the update has not run yet).
         audit = audit_step(run.run_dir, step, groups, sampler, config, step_s=t1 - t0)
         staleness = 0.0 if step == 0 else 1.0  # step t >= 1 was sampled by the weights of step t-1
-        _load_weights(run.behaviour_model, run.model)
+        _load_weights(run.behaviour_model, run.model)  # version `step`, published after step t-1
         if step + 1 < config.run.total_steps:
-            self.pending = self.executor.submit(self._sample, step + 1, behaviour)
+            self.pending = self.thread.submit(self._sample, step + 1, step)
         metrics = update_from_rollout(  # decoupled PPO: clip against pi_prox, truncated weight pi_prox/mu
             run.model, run.optimizer, run.lr_scheduler, run.tcfg, groups.rollout, groups.scores,
             old_logprobs_from_rollout=False, value_head=run.value_head, ref_model=run.ref_model,

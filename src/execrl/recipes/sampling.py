@@ -43,6 +43,17 @@ class ScoredGroups:
     outcomes: tuple[GroupOutcome, ...] = ()  # every group sampled, dropped ones included (for the scheduler)
 
 
+@dataclass(frozen=True)
+class GenerateCall:
+    """One engine call of a sampler: groups ``first_group .. first_group + len(prompts) - 1`` of a
+    (step, round), with their encoded prompts and seeded parameters. The executors run these wherever
+    they run them, so a step samples the same in-process and on Ray."""
+
+    first_group: int
+    prompts: Any  # encoded prompts, one per group
+    params: SamplingParams  # seeded for this call
+
+
 SampleFn = Callable[[list[Task], int], tuple[RolloutBatch, list[Score]]]  # (tasks, round) -> rollout, scores
 
 
@@ -72,6 +83,11 @@ class GroupSampler:
         uses these, so a step samples the same wherever it runs)."""
         params = dataclasses.replace(self.params, seed=stream_seed(self.seed, "rollout", step, round_))
         return encode_prompts(self.tokenizer, [prompt_for_chat(t.prompt) for t in tasks]), params
+
+    def generate_calls(self, step: int, tasks: list[Task], round_: int) -> list[GenerateCall]:
+        """This sampler's engine calls for (step, round): one for every task (a streaming sampler makes
+        one per task)."""
+        return [GenerateCall(0, *self.generation_inputs(step, tasks, round_))]
 
     def sample_step(
         self,

@@ -60,7 +60,16 @@ def test_in_process_executor_delegates_and_reports_the_version() -> None:
     assert executor(3, ["t"], 1) == ("rollout", ["score"])
     executor.publish_weights(None, version=4)  # type: ignore[arg-type]
     assert calls == [(3, ["t"], 1)]
-    assert executor.step_metrics() == {}  # an in-process run's metrics stay exactly as they were
+    assert executor.step_metrics(3) == {}  # an in-process run's metrics stay exactly as they were
+
+
+def test_in_process_behaviour_sampler_is_the_sampler_on_the_behaviour_engine() -> None:
+    from execrl.recipes.sampling import GroupSampler
+    from execrl.rollout.types import SamplingParams
+
+    sampler = GroupSampler("engine", None, None, None, SamplingParams(), seed=1)  # type: ignore[arg-type]
+    behaviour = InProcessExecutor(sampler).behaviour_sampler(engine="behaviour engine", version=3)  # type: ignore[arg-type]
+    assert behaviour.engine == "behaviour engine" and behaviour.seed == 1 and type(behaviour) is GroupSampler
 
 
 def test_only_the_distributed_package_imports_ray() -> None:
@@ -97,12 +106,24 @@ def test_compare_metrics_checks_rewards_and_losses_step_for_step() -> None:
     assert compare_metrics(a, missing) == ["step 0 loss/policy: nan vs None"]
 
 
-@pytest.mark.parametrize("extra", ["algorithm.async_steps=1", "rollout.stream_scoring=true"])
-def test_ray_refuses_the_async_and_streaming_loops_naming_the_keys(extra: str) -> None:
+def test_ray_async_needs_a_staleness_bound_covering_the_pipeline() -> None:
+    """Guards against the Ray executor refusing (or silently exceeding) the one-step-off loop's staleness."""
     from execrl.config import ConfigError, load_config
 
-    with pytest.raises(ConfigError, match="executor.kind=ray runs the serial loop only"):
-        load_config(None, ["executor.kind=ray", extra])
+    with pytest.raises(ConfigError, match="set executor.max_weight_staleness=1"):
+        load_config(None, ["executor.kind=ray", "algorithm.async_steps=1"])
+    config = load_config(
+        None, ["executor.kind=ray", "algorithm.async_steps=1", "executor.max_weight_staleness=1"]
+    )
+    assert config.algorithm.async_steps == 1
+    assert load_config(None, ["executor.kind=ray", "rollout.stream_scoring=true"]).rollout.stream_scoring
+
+
+def test_ray_refuses_the_multi_turn_refine_recipe() -> None:
+    from execrl.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="does not run the multi-turn refine recipe"):
+        load_config(None, ["executor.kind=ray", "refine.max_turns=2"])
 
 
 def test_train_flags_set_the_executor_keys() -> None:
