@@ -139,7 +139,6 @@ class _Keep:
 
     cache: PrefixCache | None
     prompts: list[list[int]]
-    reused: list[Reused] | None
     samples_per_prompt: int
     out: _Outputs
 
@@ -157,7 +156,7 @@ class _Keep:
             tokens = [*self.prompts[prompt], *self.out.tokens[row, :fed].tolist()]
             keys, values = rows.decoder.prefix_kv(position, fed)
             entry = CachedPrefix(np.asarray(tokens, dtype=np.int64), keys, values)
-            self.cache.store(entry, replaces=self.reused[prompt].entry if self.reused else None)
+            self.cache.store(entry)
 
 
 @dataclass
@@ -225,24 +224,17 @@ class HFEngine:
 
     @prefix_cache.setter
     def prefix_cache(self, cache: PrefixCache | None) -> None:
-        if cache is not None and not self._full_attention():
+        if cache is not None and not self.can_reuse_prefixes:
             raise ValueError(
                 f"{type(self.model).__name__} has sliding or non-full attention layers; the prefix cache "
                 "needs the preallocated full-attention cache"
             )
         self._prefix_cache = cache
 
-    @contextmanager
-    def reusing_prefixes(self, cache: PrefixCache | None = None) -> Iterator[PrefixCache]:
-        """Reuse keys/values across the calls inside the block (a fresh ``PrefixCache`` unless given);
-        the previous setting comes back afterwards and the block's entries are freed."""
-        previous, self.prefix_cache = self.prefix_cache, cache or PrefixCache()
-        assert self.prefix_cache is not None
-        try:
-            yield self.prefix_cache
-        finally:
-            self.prefix_cache.clear()
-            self.prefix_cache = previous
+    @property
+    def can_reuse_prefixes(self) -> bool:
+        """Whether a prefix cache can be set (full-attention models: the preallocated cache)."""
+        return self._full_attention()
 
     def generate(
         self,
@@ -270,7 +262,7 @@ class HFEngine:
         with torch.inference_mode(), _eval_mode(self.model):
             rows, logits = self._prefill(prompts, params, reused)
             prefill_done = time.perf_counter()
-            keep = _Keep(self.prefix_cache, prompts, reused, params.samples_per_prompt, out)
+            keep = _Keep(self.prefix_cache, prompts, params.samples_per_prompt, out)
             steps = self._decode(rows, logits, params, generator, out, on_step, keep)
         end = time.perf_counter()
         stats = RolloutStats(
@@ -296,9 +288,7 @@ class HFEngine:
         past = stack_reused(reused) if reused else None
         suffixes = [p[r.length :] for p, r in zip(prompts, reused, strict=True)] if reused else prompts
         input_ids, attention_mask, position_ids = left_pad(suffixes, self.pad_token_id)
-        if (
-            past is not None
-        ):  # [reused part, left-padded | new part, left-padded]; positions count real tokens
+        if past is not None:  # [reused, left-padded | new, left-padded]; positions count real tokens
             attention_mask = torch.cat([past[2], attention_mask], dim=1)
             position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)[:, -input_ids.shape[1] :]
         # The shared decoder keeps completions in its own per-row caches; the prefill cache holds prompts only.

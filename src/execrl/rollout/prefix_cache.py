@@ -21,8 +21,9 @@ Exactness: the same tokens give the same keys/values up to float rounding of dif
 Memory: an entry holds ``layers x 2 x kv_heads x head_dim`` values per token (SmolLM2-135M in float32:
 30 x 2 x 3 x 64 x 4 B = 46 KB per token, 32 MB for a 700-token conversation). The cache is capped by
 ``max_conversations`` and ``max_bytes``; when full, least recently used entries are evicted. An entry that
-is a prefix of a newly stored one, or that served as the reused part of a row whose continuation is
-stored, is dropped at once (the conversation moved on). A sweep over more conversations than fit (the
+is a prefix of a newly stored one is dropped at once (the conversation moved on; the longer entry serves
+every lookup the shorter one did). A turn whose tokens drifted from the stored ones leaves its old entry
+to the LRU. A sweep over more conversations than fit (the
 refine loop's rounds visit every problem in the same order) gets no hits from LRU: size ``max_bytes`` to
 the working set. The cache is cleared when the model's weights change (any parameter's in-place version
 counter moved, e.g. an optimizer step), so a trainer never reuses keys of an older policy.
@@ -120,14 +121,13 @@ class PrefixCache:
         self.prefilled_tokens += len(tokens) - best_length
         return Reused(best, best_length)
 
-    def store(self, entry: CachedPrefix, *, replaces: CachedPrefix | None = None) -> None:
-        """Add ``entry``; drop ``replaces`` (the entry its prompt reused) and entries it extends."""
+    def store(self, entry: CachedPrefix) -> None:
+        """Add ``entry``; entries that are a prefix of it go (every lookup finds as much in it)."""
         if entry.nbytes > self.max_bytes:
             return  # larger than the whole cache: keeping it would evict everything for one conversation
         for old in list(self._entries.values()):
-            if old is replaces or (
-                len(old.tokens) <= len(entry.tokens)
-                and _common_prefix(old.tokens, entry.tokens) == len(old.tokens)
+            if len(old.tokens) <= len(entry.tokens) and _common_prefix(old.tokens, entry.tokens) == len(
+                old.tokens
             ):
                 self._drop(old)
         self._entries[id(entry)] = entry
