@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from execrl.rollout.types import RolloutBatch, SamplingParams
 
 if TYPE_CHECKING:
+    import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from execrl.rollout.prefix_cache import PrefixCache
@@ -26,6 +27,7 @@ __all__ = [
     "Engine",
     "EngineFactory",
     "PrefixReuse",
+    "StepHook",
     "create_engine",
     "list_engines",
     "register_engine",
@@ -38,6 +40,11 @@ class Engine(Protocol):
     """Samples ``params.samples_per_prompt`` completions per prompt; rows are prompt-major."""
 
     def generate(self, prompt_token_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch: ...
+
+
+# Called by engines that stream (``generate(..., on_step=hook)``) after every decode step, on the generating
+# thread, with the output rows that got a token in that step and the tokens: (row ids [A], tokens [A]).
+StepHook = Callable[["torch.Tensor", "torch.Tensor"], None]
 
 
 @runtime_checkable

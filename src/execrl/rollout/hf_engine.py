@@ -43,15 +43,15 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import Cache, DynamicCache
 
+from execrl.rollout.engine import StepHook
 from execrl.rollout.kv_cache import PreallocatedLayer, cache_argument_name, preallocated_cache
 from execrl.rollout.prefix_cache import CachedPrefix, PrefixCache, Reused, stack_reused
 from execrl.rollout.sampling import SampledTokens, sample_next_tokens
 from execrl.rollout.shared_decode import SharedPromptDecoder, supports_shared_decode
 from execrl.rollout.types import FinishReason, RolloutBatch, RolloutStats, SamplingParams
 
-__all__ = ["HFEngine", "StepHook", "left_pad"]
+__all__ = ["HFEngine", "left_pad"]
 
-StepHook = Callable[[torch.Tensor, torch.Tensor], None]  # (row ids [A], tokens [A]) after a decode step
 _CHAT_END_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>")
 _DROP_FRACTION = 8
 
