@@ -35,14 +35,15 @@ without a hit and short ones with hits pads every row to the long prompt (one pr
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["CachedPrefix", "PrefixCache", "Reused", "stack_reused"]
+__all__ = ["CachedPrefix", "PrefixCache", "Reused", "RowKeeper", "stack_reused"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,3 +162,34 @@ def stack_reused(
         values[:, row, :, width - r.length :] = r.entry.values[:, :, : r.length]
         mask[row, width - r.length :] = 1
     return list(keys.unbind(0)), list(values.unbind(0)), mask
+
+
+class _PrefixSource(Protocol):
+    def prefix_kv(self, position: int, fed: int) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+@dataclass(frozen=True)
+class RowKeeper:
+    """Copies one ``generate`` call's finished rows into ``cache`` (a no-op without one)."""
+
+    cache: PrefixCache | None
+    prompts: list[list[int]]
+    samples_per_prompt: int
+    tokens: torch.Tensor  # [N, max_new_tokens] int64, sampled tokens by output row
+    lengths: torch.Tensor  # [N] int64, tokens sampled so far
+
+    def hook(self, row_ids: torch.Tensor, source: _PrefixSource) -> Callable[[torch.Tensor], None] | None:
+        """``store`` bound to the current batch, for rows about to leave it; None without a cache."""
+        return None if self.cache is None else lambda positions: self.store(row_ids, source, positions)
+
+    def store(self, row_ids: torch.Tensor, source: _PrefixSource, positions: torch.Tensor) -> None:
+        """Store the rows at batch ``positions`` [D] (output rows ``row_ids[positions]``): prompt + every
+        completion token fed to the model (all but the last sampled one)."""
+        if self.cache is None:
+            return
+        for position in positions.tolist():
+            row = int(row_ids[position])
+            fed = int(self.lengths[row]) - 1
+            tokens = [*self.prompts[row // self.samples_per_prompt], *self.tokens[row, :fed].tolist()]
+            keys, values = source.prefix_kv(position, fed)
+            self.cache.store(CachedPrefix(np.asarray(tokens, dtype=np.int64), keys, values))

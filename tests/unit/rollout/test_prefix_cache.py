@@ -17,7 +17,9 @@ FEEDBACK = [[[1, 77, 902], [1, 5]], [[1, 640, 12, 9, 31], [1, 8, 8]], [[1, 44], 
 GREEDY = SamplingParams(samples_per_prompt=1, max_new_tokens=7, temperature=0.0)
 
 
-def _three_turns(engine: HFEngine, params: SamplingParams) -> tuple[list[list[int]], list[torch.Tensor], list[int]]:
+def _three_turns(
+    engine: HFEngine, params: SamplingParams
+) -> tuple[list[list[int]], list[torch.Tensor], list[int]]:
     """Turn t's prompt = turn t-1's prompt + its completion + FEEDBACK; returns every turn's completions,
     log-probs and reused prompt tokens."""
     contexts = [list(p) for p in PROMPTS]
@@ -68,7 +70,9 @@ def test_a_new_conversation_in_a_batch_of_continued_ones(
     ]
     with_reuse, without = cached.generate(second, GREEDY), plain.generate(second, GREEDY)
     assert with_reuse.stats.reused_prompt_tokens > 0
-    assert [with_reuse.completion_token_ids(r) for r in range(3)] == [without.completion_token_ids(r) for r in range(3)]
+    assert [with_reuse.completion_token_ids(r) for r in range(3)] == [
+        without.completion_token_ids(r) for r in range(3)
+    ]
     torch.testing.assert_close(with_reuse.logprobs, without.logprobs, atol=1e-4, rtol=1e-4)
 
 
@@ -88,7 +92,9 @@ def test_group_rows_each_continue_their_own_sample(
     torch.testing.assert_close(with_reuse.logprobs, without.logprobs, atol=1e-4, rtol=1e-4)
 
 
-def test_weight_change_clears_the_cache(peaked_model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+def test_weight_change_clears_the_cache(
+    peaked_model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
+) -> None:
     """Regression guard: after an optimizer step, keys of the old policy must not be reused."""
     model = type(peaked_model)(peaked_model.config)
     model.load_state_dict(peaked_model.state_dict())
