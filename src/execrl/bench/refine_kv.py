@@ -13,6 +13,15 @@ Reported per side: prompt tokens prefilled and reused, prefill seconds, generati
 ``prefill_tokens_saved`` and ``prefill_s_ratio``/``wall_s_ratio`` (no_reuse over reuse). ``--model tiny``
 uses a tiny random Llama with SmolLM2's tokenizer (its code never passes, so every problem takes all rounds).
 
+Measured (2026-12-01, 2 shared CPU cores at load average ~16, so the times are noise-dominated):
+``execrl bench refine-kv --model tiny --limit 3 --max-new-tokens 32`` (one run per side, before
+``--repeats`` existed): 9 turns per side, identical completions; prompt tokens prefilled 2375 without reuse
+vs 943 with it (1432 = 60% served from the cache). Times in that run: prefill 4.8 s vs 7.6 s, wall 85 s vs
+132 s, i.e. the reuse side was *slower*; on this model decoding (a 49152-word head per token) dominates and
+the machine's load swung by more than the whole prefill. An engine-level check of the same shape (3
+conversations of 250-310 tokens, 3 turns, 32 new tokens, 1 thread, second repetition) gave prefill 0.39 s
+-> 0.07 s and 0.26 s -> 0.08 s on turns 2 and 3. The SmolLM2-135M run did not finish within the session.
+
 Limits: a CPU measurement on a shared machine (load average recorded; the sides alternate ``--repeats``
 times and each time is the minimum over its runs); a few problems.
 """

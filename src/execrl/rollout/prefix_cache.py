@@ -28,6 +28,10 @@ refine loop's rounds visit every problem in the same order) gets no hits from LR
 the working set. The cache is cleared when the model's weights change (any parameter's in-place version
 counter moved, e.g. an optimizer step), so a trainer never reuses keys of an older policy.
 
+Measured (``execrl bench refine-kv``, details and caveats there): a 3-turn refine of 3 HumanEval problems
+on a tiny model prefilled 943 prompt tokens instead of 2375 (60% reused) with identical completions; the
+machine was too loaded for a trustworthy time ratio.
+
 Limits: full-attention models only (the preallocated cache); one device; a batch mixing a long prompt
 without a hit and short ones with hits pads every row to the long prompt (one prefill pass per call).
 """
