@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "audit": ("execrl.bench.audit", "reward-audit overhead vs the reward stage and the step"),
     "pipeline": ("execrl.bench.pipeline", "one-step-off async training loop vs the serial loop"),
     "scheduler": ("execrl.bench.scheduler", "adaptive task scheduler vs uniform mixture (simulated domains)"),
+    "refine-kv": ("execrl.bench.refine_kv", "3-turn refine with KV reuse across turns vs re-prefilling"),
     "serve": ("execrl.bench.serve", "execrl serve vs a naive one-request-at-a-time generate server"),
     "executor": ("execrl.bench.executor", "training step time: in-process vs Ray executor, metrics compared"),
     "runtimes": (

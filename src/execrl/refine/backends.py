@@ -5,9 +5,17 @@ backend runs them as one ``engine.generate`` call per ``prompts_per_batch`` chun
 batching); the OpenAI backend sends them concurrently to ``/v1/chat/completions`` (``execrl serve``, vLLM,
 a hosted API), so a server that batches (``execrl serve`` does) sees them together.
 
-Limits: the local backend re-encodes each turn's whole conversation; it does not keep the KV cache of the
-previous turns between calls (the engine's prompt cache lives within one ``generate`` call), so turn t
-prefills all earlier turns again. Token counts of the OpenAI backend are the server's ``usage`` figures; it sends no ``seed`` (a seeded
+KV reuse: the local backend gives the engine a prefix cache (``reuse_kv_max_bytes``, default 2 GiB) that
+lives as long as the backend, so turn t prefills only what is new since turn t-1 (the feedback and the
+headers), and the controls that restart from the same first attempt reuse it too
+(:mod:`execrl.rollout.prefix_cache`). The conversation is re-encoded through the chat template every
+turn; reuse covers the longest common token prefix, so a turn whose re-tokenised text differs from the
+sampled ids still reuses everything before the first difference. LRU eviction: when the refine sweep's
+conversations do not fit in ``reuse_kv_max_bytes``, the later rounds find little (raise
+``reuse_kv_max_bytes``). Measured (``execrl bench refine-kv``): see
+:mod:`execrl.bench.refine_kv`.
+
+Limits: token counts of the OpenAI backend are the server's ``usage`` figures; it sends no ``seed`` (a seeded
 request runs alone on ``execrl serve``, which would undo its batching), so API runs are not reproducible.
 """
 
@@ -53,9 +61,25 @@ class ChatBackend(Protocol):
 class LocalBackend:
     """The rollout engine in this process; ``conversations`` go through the tokenizer's chat template."""
 
-    def __init__(self, engine: Engine, tokenizer: object, *, name: str, prompts_per_batch: int = 16) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        tokenizer: object,
+        *,
+        name: str,
+        prompts_per_batch: int = 16,
+        reuse_kv_max_bytes: int = 2 << 30,
+    ) -> None:
+        """``reuse_kv_max_bytes``: keys/values of earlier turns kept in the engine between calls (0: off;
+        ignored by engines without a prefix cache)."""
+        from execrl.rollout.engine import PrefixReuse
+
         self.engine, self.tokenizer, self.name = engine, tokenizer, name
         self.prompts_per_batch = prompts_per_batch
+        if reuse_kv_max_bytes > 0 and isinstance(engine, PrefixReuse) and engine.can_reuse_prefixes:
+            from execrl.rollout.prefix_cache import PrefixCache
+
+            engine.prefix_cache = PrefixCache(max_bytes=reuse_kv_max_bytes, max_conversations=1 << 20)
 
     def complete(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]:
         from execrl.rollout.prompts import encode_prompts
@@ -74,11 +98,13 @@ class LocalBackend:
             prompts = encode_prompts(self.tokenizer, chunk)  # type: ignore[arg-type]
             batch = self.engine.generate(prompts, sampling)
             log.info(
-                "generated %d/%d conversations (%d tokens in %.0f s)",
+                "generated %d/%d conversations (%d tokens in %.0f s; %d of %d prompt tokens reused)",
                 start + len(chunk),
                 len(conversations),
                 batch.stats.generated_tokens,
                 batch.stats.total_s,
+                batch.stats.reused_prompt_tokens,
+                batch.stats.prompt_tokens,
             )
             lengths = batch.completion_lengths.tolist()
             replies.extend(

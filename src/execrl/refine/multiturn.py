@@ -14,6 +14,12 @@ on SmolLM2's template). A template that rewrites earlier turns (e.g. strips reas
 :func:`feedback_ids` raises instead of silently drifting.
 
 A task is refinable when it is not a ``code`` task or has visible tests; others stop after one turn.
+
+KV reuse: inside one :func:`rollout_episodes` call the engine keeps each episode's keys/values between
+turns (:func:`execrl.rollout.engine.reusing_prefixes`, up to ``reuse_kv_max_bytes``), so turn t prefills
+only the last sampled token, the feedback and the assistant header; since the context ids are exactly
+the previous turn's prompt + sampled ids, every lookup hits. The cache is freed when the call returns
+(the next call follows an optimizer step, whose weights make the keys stale anyway).
 """
 
 from __future__ import annotations
@@ -52,12 +58,15 @@ class MultiTurnConfig:
     feedback: FeedbackFormat = "details"
     invalid_turn_penalty: float = 0.0  # subtracted per turn without valid code
     reward: RewardConfig = field(default_factory=RewardConfig)
+    reuse_kv_max_bytes: int = 2 << 30  # keys/values kept between turns; 0 re-prefills every turn
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         if not 0 <= self.invalid_turn_penalty <= 1:
             raise ValueError(f"invalid_turn_penalty must lie in [0, 1], got {self.invalid_turn_penalty}")
+        if self.reuse_kv_max_bytes < 0:
+            raise ValueError(f"reuse_kv_max_bytes must be >= 0, got {self.reuse_kv_max_bytes}")
 
 
 @dataclass
@@ -192,20 +201,31 @@ def rollout_episodes(
 ) -> list[Episode]:
     """``samples_per_prompt`` episodes per task (task-major), each up to ``max_turns`` model turns, with
     the final reward from the hidden tests."""
-    episodes = _generate(
-        engine, tokenizer, [_start(tokenizer, t, i) for i, t in enumerate(tasks)], params, samples_per_prompt
-    )
-    _after_turn(tokenizer, tasks, episodes, runner, config)
-    for turn in range(1, config.max_turns):
-        live = [i for i, e in enumerate(episodes) if not e.done]
-        if not live:
-            break
-        fresh = _generate(
-            engine, tokenizer, [episodes[i] for i in live], replace(params, seed=params.seed + 7919 * turn), 1
+    from execrl.rollout.engine import reusing_prefixes
+
+    with reusing_prefixes(engine, max_bytes=config.reuse_kv_max_bytes, max_conversations=1 << 20):
+        episodes = _generate(
+            engine,
+            tokenizer,
+            [_start(tokenizer, t, i) for i, t in enumerate(tasks)],
+            params,
+            samples_per_prompt,
         )
-        for i, e in zip(live, fresh, strict=True):
-            episodes[i] = e
         _after_turn(tokenizer, tasks, episodes, runner, config)
+        for turn in range(1, config.max_turns):
+            live = [i for i, e in enumerate(episodes) if not e.done]
+            if not live:
+                break
+            fresh = _generate(
+                engine,
+                tokenizer,
+                [episodes[i] for i in live],
+                replace(params, seed=params.seed + 7919 * turn),
+                1,
+            )
+            for i, e in zip(live, fresh, strict=True):
+                episodes[i] = e
+            _after_turn(tokenizer, tasks, episodes, runner, config)
     hidden = score_batch(
         [tasks[e.task_index] for e in episodes],
         [e.last_text for e in episodes],

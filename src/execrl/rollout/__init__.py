@@ -9,7 +9,14 @@
 Importing this package imports torch and transformers.
 """
 
-from execrl.rollout.engine import Engine, create_engine, list_engines, register_engine
+from execrl.rollout.engine import (
+    Engine,
+    PrefixReuse,
+    create_engine,
+    list_engines,
+    register_engine,
+    reusing_prefixes,
+)
 from execrl.rollout.hf_engine import HFEngine, resolve_eos_token_ids
 from execrl.rollout.logprobs import logprob_mismatch, teacher_forced_inputs, teacher_forced_logprobs
 from execrl.rollout.models import (
@@ -19,6 +26,7 @@ from execrl.rollout.models import (
     load_model_and_tokenizer,
     tiny_model,
 )
+from execrl.rollout.prefix_cache import PrefixCache
 from execrl.rollout.prompts import encode_prompts
 from execrl.rollout.types import FinishReason, RolloutBatch, RolloutStats, SamplingParams
 
@@ -27,6 +35,8 @@ __all__ = [
     "FinishReason",
     "HFEngine",
     "ModelLoadError",
+    "PrefixCache",
+    "PrefixReuse",
     "RolloutBatch",
     "RolloutStats",
     "SamplingParams",
@@ -39,6 +49,7 @@ __all__ = [
     "logprob_mismatch",
     "register_engine",
     "resolve_eos_token_ids",
+    "reusing_prefixes",
     "teacher_forced_inputs",
     "teacher_forced_logprobs",
     "tiny_model",

@@ -11,16 +11,29 @@ their library inside the factory, so that choosing ``"hf"`` never imports them.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from execrl.registry import Registry
 from execrl.rollout.types import RolloutBatch, SamplingParams
 
 if TYPE_CHECKING:
+    import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["Engine", "EngineFactory", "create_engine", "list_engines", "register_engine"]
+    from execrl.rollout.prefix_cache import PrefixCache
+
+__all__ = [
+    "Engine",
+    "EngineFactory",
+    "PrefixReuse",
+    "StepHook",
+    "create_engine",
+    "list_engines",
+    "register_engine",
+    "reusing_prefixes",
+]
 
 
 @runtime_checkable
@@ -28,6 +41,43 @@ class Engine(Protocol):
     """Samples ``params.samples_per_prompt`` completions per prompt; rows are prompt-major."""
 
     def generate(self, prompt_token_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch: ...
+
+
+# Called by engines that stream (``generate(..., on_step=hook)``) after every decode step, on the generating
+# thread, with the output rows that got a token in that step and the tokens: (row ids [A], tokens [A]).
+StepHook = Callable[["torch.Tensor", "torch.Tensor"], None]
+
+
+@runtime_checkable
+class PrefixReuse(Protocol):
+    """An engine that can keep conversations' keys/values between calls (:mod:`execrl.rollout.prefix_cache`):
+    ``prefix_cache`` is read and set; ``can_reuse_prefixes`` says whether the loaded model allows it."""
+
+    prefix_cache: PrefixCache | None
+
+    @property
+    def can_reuse_prefixes(self) -> bool: ...
+
+
+@contextmanager
+def reusing_prefixes(
+    engine: Engine, *, max_bytes: int, max_conversations: int = 256
+) -> Iterator[PrefixCache | None]:
+    """Reuse keys/values across the ``engine.generate`` calls inside the block, where the engine can (yields
+    the cache, or None: an engine without reuse, a model that does not allow it, or ``max_bytes <= 0``).
+    The engine's previous setting comes back afterwards and the block's entries are freed."""
+    if max_bytes <= 0 or not isinstance(engine, PrefixReuse) or not engine.can_reuse_prefixes:
+        yield None
+        return
+    from execrl.rollout.prefix_cache import PrefixCache
+
+    previous = engine.prefix_cache
+    cache = engine.prefix_cache = PrefixCache(max_bytes=max_bytes, max_conversations=max_conversations)
+    try:
+        yield cache
+    finally:
+        cache.clear()
+        engine.prefix_cache = previous
 
 
 EngineFactory = Callable[["PreTrainedModel", "PreTrainedTokenizerBase"], Engine]

@@ -74,6 +74,12 @@ class PreallocatedLayer(DynamicLayer):  # type: ignore[no-untyped-call]
         self.values = self._value_buffer[:, :, :end]
         return self.keys, self.values
 
+    def seed(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Start from earlier keys/values ``[rows, kv_heads, W, head_dim]`` (a prefix cache's reused part)."""
+        self.lazy_initialization(keys, values)
+        self.length = 0
+        self.update(keys, values)
+
     def get_seq_length(self) -> int:
         return self.length
 

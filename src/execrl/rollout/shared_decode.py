@@ -102,6 +102,7 @@ class SharedPromptDecoder:
         self.kv_heads = int(config.num_key_value_heads)
         self.head_dim = int(prompt_keys[0].shape[-1])
         self.prompts = int(prompt_mask.shape[0])
+        self.prompt_real = prompt_mask.bool()  # [P, Lp]
         self.group = samples_per_prompt
         self.prompt_keys = prompt_keys
         self.prompt_values = prompt_values
@@ -121,6 +122,21 @@ class SharedPromptDecoder:
         self.slots = self.slots[index]
         self.keys = [k[index] for k in self.keys]
         self.values = [v[index] for v in self.values]
+
+    def prefix_kv(self, position: int, fed: int) -> tuple[Tensor, Tensor]:
+        """Keys and values ``[layers, kv_heads, L, d]`` of the row at batch ``position``: its prompt's real
+        tokens, then its first ``fed`` completion tokens (what a prefix cache keeps)."""
+        prompt = int(self.slots[position]) // self.group
+        real = self.prompt_real[prompt].to(self.prompt_keys[0].device)
+        keys = [
+            torch.cat([p[prompt][:, real], k[position, :, :fed]], dim=1)
+            for p, k in zip(self.prompt_keys, self.keys, strict=True)
+        ]
+        values = [
+            torch.cat([p[prompt][:, real], v[position, :, :fed]], dim=1)
+            for p, v in zip(self.prompt_values, self.values, strict=True)
+        ]
+        return torch.stack(keys), torch.stack(values)
 
     @torch.no_grad()
     def step(self, tokens: Tensor, positions: Tensor) -> Tensor:

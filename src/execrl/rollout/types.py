@@ -78,7 +78,8 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class RolloutStats:
-    """Timing of one ``generate`` call. ``generated_tokens`` counts real (unpadded) completion tokens."""
+    """Timing of one ``generate`` call. ``generated_tokens`` counts real (unpadded) completion tokens;
+    ``reused_prompt_tokens`` of the ``prompt_tokens`` came from a prefix cache instead of the prefill."""
 
     prefill_s: float
     decode_s: float
@@ -86,6 +87,7 @@ class RolloutStats:
     prompt_tokens: int
     generated_tokens: int
     decode_steps: int
+    reused_prompt_tokens: int = 0
 
     @property
     def tokens_per_s(self) -> float:

@@ -4,9 +4,8 @@ Endpoints: ``POST /v1/chat/completions`` (``n``, ``temperature``, ``top_p``, ``m
 ``seed``, ``stream``; usage counts), ``GET /v1/models``, ``GET /health``. Concurrent requests are batched
 into one generation (:mod:`execrl.serve.batcher`). The official ``openai`` Python client is the test client.
 
-Limits: streaming is protocol-level only: the server sends the answer as server-sent-event chunks (one per
-token) once the generation has finished, because the engine has no per-token callback; clients work
-unchanged, but the first byte arrives when the whole answer is ready. No authentication: bind to
+Streaming (``stream=true``) sends tokens as the batch decodes them (:mod:`execrl.serve.stream`); a
+streamed request still shares its batch with the others. Limits: no authentication: bind to
 localhost (the default) or put it behind a proxy. Plain-text content only (no images, no tools).
 """
 
@@ -23,7 +22,8 @@ from aiohttp import web
 
 from execrl.rollout.types import SamplingParams
 from execrl.serve.api import ChatRequest, RequestError, error_body, parse_chat_request
-from execrl.serve.batcher import Batcher, EngineFailed, Generated
+from execrl.serve.batcher import Batcher, EngineFailed, Generated, Streamed
+from execrl.serve.stream import stream_chat
 
 if TYPE_CHECKING:
     from execrl.rollout.hf_engine import HFEngine
@@ -96,7 +96,8 @@ async def _models(request: web.Request) -> web.Response:
 
 async def _health(request: web.Request) -> web.Response:
     batcher = request.app[_BATCHER]
-    return web.json_response({"status": "ok", "batches": batcher.batches_run, "prompts": batcher.prompts_run})
+    counts = {"batches": batcher.batches_run, "prompts": batcher.prompts_run, "queued": batcher.queued}
+    return web.json_response({"status": "ok", **counts})
 
 
 async def _chat(request: web.Request) -> web.StreamResponse:
@@ -114,15 +115,17 @@ async def _chat(request: web.Request) -> web.StreamResponse:
             code="model_not_found",
         )
     prompt_ids, params = _encode(state, req)
+    completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+    batcher, seeded = request.app[_BATCHER], req.seed is not None
     try:
-        generated = await request.app[_BATCHER].submit(prompt_ids, params, seeded=req.seed is not None)
+        if req.stream:
+            streamed = await batcher.submit_stream(prompt_ids, params, seeded=seeded)
+            return await _stream(request, state, req, streamed, completion_id)
+        generated = await batcher.submit(prompt_ids, params, seeded=seeded)
     except EngineFailed as exc:
         raise RequestError(str(exc), status=503, code="engine_failed") from exc
     except ValueError as exc:
         raise RequestError(str(exc)) from exc
-    completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-    if req.stream:
-        return await _stream(request, state, req, generated, completion_id)
     return web.json_response(_completion_body(state, generated, completion_id))
 
 
@@ -150,11 +153,6 @@ def _encode(state: _State, req: ChatRequest) -> tuple[list[int], SamplingParams]
     return prompt_ids, params
 
 
-def _usage(generated: Generated) -> dict[str, int]:
-    prompt, completion = generated.prompt_tokens, generated.completion_tokens
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
 def _completion_body(state: _State, generated: Generated, completion_id: str) -> dict[str, Any]:
     choices = [
         {
@@ -171,50 +169,26 @@ def _completion_body(state: _State, generated: Generated, completion_id: str) ->
         "created": int(time.time()),
         "model": state.config.model_name,
         "choices": choices,
-        "usage": _usage(generated),
+        "usage": generated.usage(),
     }
 
 
-def _token_pieces(state: _State, token_ids: tuple[int, ...], text: str) -> list[str]:
-    """``text`` split at token boundaries (cumulative decoding, so multi-byte characters stay whole)."""
-    pieces: list[str] = []
-    previous = ""
-    for end in range(1, len(token_ids) + 1):
-        decoded = str(state.engine.tokenizer.decode(list(token_ids[:end]), skip_special_tokens=True))[
-            : len(text)
-        ]
-        if len(decoded) > len(previous) and text.startswith(decoded):
-            pieces.append(decoded[len(previous) :])
-            previous = decoded
-    if previous != text:
-        pieces.append(text[len(previous) :])
-    return pieces
-
-
 async def _stream(
-    request: web.Request, state: _State, req: ChatRequest, generated: Generated, completion_id: str
+    request: web.Request, state: _State, req: ChatRequest, streamed: Streamed, completion_id: str
 ) -> web.StreamResponse:
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-    await response.prepare(request)
     base = {
         "id": completion_id,
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": state.config.model_name,
     }
-
-    async def send(choices: list[dict[str, Any]], **extra: Any) -> None:
-        payload = json.dumps({**base, "choices": choices, **extra})
-        await response.write(f"data: {payload}\n\n".encode())
-
-    for i, choice in enumerate(generated.choices):
-        await send([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
-        for piece in _token_pieces(state, choice.token_ids, choice.text):
-            await send([{"index": i, "delta": {"content": piece}, "finish_reason": None}])
-        await send([{"index": i, "delta": {}, "finish_reason": choice.finish_reason}])
     options = getattr(req, "stream_options", None)
-    if isinstance(options, dict) and options.get("include_usage"):
-        await send([], usage=_usage(generated))
-    await response.write(b"data: [DONE]\n\n")
-    await response.write_eof()
-    return response
+    return await stream_chat(
+        request,
+        streamed,
+        tokenizer=state.engine.tokenizer,
+        stops=req.stop_strings,
+        choices=req.n,
+        base=base,
+        include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
+    )
