@@ -19,8 +19,8 @@ models and the report are in ``recipes/refine_eval.py``.
 
 Limits: no DAPO dynamic sampling, no PPO value head, no async or streamed rollouts (the config refuses
 them with ``refine.max_turns > 1``); no reward audit (``recipes/audit.py`` re-runs single-turn
-completions; a warning says so); the multi-turn episode re-prefills its context at every turn unless the
-engine reuses the KV cache itself.
+completions; a warning says so). Turns reuse the keys/values of the turns before
+(``MultiTurnConfig.reuse_kv_max_bytes``, ``rollout/prefix_cache.py``): each turn prefills only its new tokens.
 """
 
 from __future__ import annotations
