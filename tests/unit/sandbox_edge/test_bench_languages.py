@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 
 import pytest
 
@@ -13,6 +15,7 @@ from execrl.bench._languages import (
     overall,
     plain_job,
     plain_once,
+    plain_workdir_root,
     program_summary,
 )
 from execrl.bench.sandbox import add_arguments
@@ -72,10 +75,13 @@ def test_plain_job_is_the_sandbox_job_without_isolation():
     assert argvs == [["/usr/bin/python3", "main.py"]]
 
 
-def test_plain_once_runs_the_program_and_checks_its_output():
+def test_plain_once_runs_the_program_checks_its_output_and_cleans_up():
+    root = plain_workdir_root() or tempfile.gettempdir()
+    before = {p for p in os.listdir(root) if p.startswith("execrl-bench-plain-")}
     assert plain_once(plain_job("bash", PROBLEM["bash"]), "5\n") > 0
     with pytest.raises(RuntimeError, match="expected 'bye"):
         plain_once(plain_job("bash", HELLO["bash"]), "bye\n")
+    assert {p for p in os.listdir(root) if p.startswith("execrl-bench-plain-")} == before
 
 
 def test_languages_only_validates_names():

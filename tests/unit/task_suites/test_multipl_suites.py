@@ -60,11 +60,12 @@ def _compact_json(value: object) -> str:
 
 
 def test_sample_tasks_pass_with_their_reference_and_fail_with_their_wrong_answer():
-    """Three templates per language (a list, a string and a bool result) through ``check_tasks``."""
-    wanted = ("double_each", "reverse_string", "is_even")
+    """Two templates per language (a list and a string result) through ``check_tasks``: 24 executions,
+    a third of them Java compiles (``execrl tasks check functions-java`` checks every task)."""
+    wanted = ("double_each", "reverse_string")
     sample = [
         t for suite in sorted(SUITES) for t in suite_tasks(suite, "train") if t.id.split("/")[1] in wanted
     ]
-    assert len(sample) == 9
+    assert len(sample) == 6
     report = check_tasks(sample)
     assert [(c.task_id, c.reference, c.wrong, c.visible, c.audit) for c in report.failures] == []
