@@ -11,6 +11,7 @@ import pytest
 from execrl.bench._language_programs import HELLO, PROBLEM
 from execrl.bench._languages import (
     chosen_languages,
+    isolated_once,
     language_summary,
     overall,
     plain_job,
@@ -19,6 +20,7 @@ from execrl.bench._languages import (
     program_summary,
 )
 from execrl.bench.sandbox import add_arguments
+from execrl.sandbox import Sandbox, SandboxConfig
 from execrl.sandbox.errors import InvalidRequestError
 from execrl.sandbox.languages import list_languages
 
@@ -95,3 +97,12 @@ def test_cli_takes_languages_and_rounds():
     add_arguments(parser)
     args = parser.parse_args(["--languages", "--languages-only", "c,go", "--rounds", "2"])
     assert (args.languages, args.languages_only, args.rounds) == (True, "c,go", 2)
+
+
+def test_isolated_once_leaves_the_sandbox_settled():
+    """``wait_settled`` returns once the next worker is parked; the bench relies on it between turns."""
+    with Sandbox(SandboxConfig(workers=1)) as sandbox:
+        assert isolated_once(sandbox, "bash", HELLO["bash"], "hello\n") > 0
+        assert sandbox.wait_settled(0.0) is True  # already at rest: no waiting needed
+        with pytest.raises(RuntimeError, match="did not pass"):
+            isolated_once(sandbox, "bash", HELLO["bash"], "bye\n")
