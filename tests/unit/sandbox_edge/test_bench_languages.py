@@ -33,6 +33,8 @@ def test_program_summary_medians_ratio_and_rate():
     assert row["ratio_vs_unisolated"] == pytest.approx(1.5)  # 30 / 20
     assert row["exec_per_s"] == pytest.approx(3 / 0.090)
     assert row["unisolated_exec_per_s"] == pytest.approx(40.0)  # 3 / 0.075
+    assert row["best_ms"] == pytest.approx(20.0) and row["unisolated_best_ms"] == pytest.approx(20.0)
+    assert row["ratio_of_best"] == pytest.approx(1.0)  # 0.020 / 0.020
     assert row["runs"] == 3
 
 
