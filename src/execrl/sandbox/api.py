@@ -272,6 +272,12 @@ class Sandbox:
 
         return judge
 
+    def wait_settled(self, timeout_s: float = 30.0) -> bool:
+        """Block until the pool is at rest: no execution running, replacement workers built, finished
+        ones cleaned up (True), or ``timeout_s`` passed (False). For benchmarks that must not let the
+        sandbox's background work (building the next worker) run during another contender's turn."""
+        return self._pool.wait_settled(timeout_s)
+
     def close(self) -> None:
         if self._closed:
             return

@@ -304,6 +304,22 @@ class WorkerPool:
     def slot(self, worker: Worker) -> CgroupSlot | None:
         return self.cgroups.slots[worker.slot] if self.cgroups else None
 
+    def wait_settled(self, timeout_s: float) -> bool:
+        """Wait until no worker runs, none is being built and every finished one is cleaned up (every
+        slot free or parked, ``workers`` parked): True when that happened within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while True:
+                parked = sum(len(queue) for queue in self.ready.values())
+                at_rest = not self.pending and len(self.free_slots) + parked == self.slots
+                refilled = len(self.ready[self.default_key]) >= self.workers or not self.free_slots
+                if at_rest and refilled:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0 or self.closed:
+                    return False
+                self.cond.wait(min(left, 0.01))
+
     def acquire(self, key: WorkerKey, timeout_s: float = 30.0) -> Worker:
         deadline = time.monotonic() + timeout_s
         with self.cond:

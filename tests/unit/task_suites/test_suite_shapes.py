@@ -15,7 +15,9 @@ TRAIN_MINIMUMS = {"functions": 600, "stdio": 100, "repository": 50, "math": 300,
 
 
 def test_builtin_suite_names():
-    assert sorted(BUILTIN_SUITES) == ["functions", "math", "repository", "stdio", "structured"]
+    assert sorted(BUILTIN_SUITES) == [
+        "functions", "functions-cpp", "functions-java", "functions-js", "math", "repository", "stdio", "structured",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(TRAIN_MINIMUMS))

@@ -11,6 +11,9 @@ always gives the same tasks and ids, and the two splits of one seed never share 
 | repository   | 57    | 12   | change one function of a small project without breaking it    |
 | math         | 440   | 80   | word problems with exact answers                              |
 | structured   | 120   | 30   | JSON answers checked against a schema and expected values     |
+| functions-js | 10    | 2    | 12 ``functions`` problems in JavaScript (call tests)           |
+| functions-java | 10  | 2    | the same in Java (call tests)                                  |
+| functions-cpp | 10   | 2    | the same in C++17 (a generated ``main``, stdin/stdout tests)   |
 
 (counts for seed 0; other seeds hold out different instances, so they shift by a few.)
 """
@@ -20,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from execrl.tasks.schema import Task
-from execrl.tasks.suites import functions, math_word, repository, stdio, structured
+from execrl.tasks.suites import functions, math_word, multipl, repository, stdio, structured
 
 SuiteBuilder = Callable[[str, int], list[Task]]
 
@@ -30,6 +33,9 @@ BUILTIN_SUITES: dict[str, SuiteBuilder] = {
     "repository": repository.build,
     "math": math_word.build,
     "structured": structured.build,
+    "functions-js": multipl.build_js,
+    "functions-java": multipl.build_java,
+    "functions-cpp": multipl.build_cpp,
 }
 
 __all__ = ["BUILTIN_SUITES", "SuiteBuilder"]

@@ -1,0 +1,208 @@
+"""``execrl bench sandbox --languages``: every available language's hello world and MultiPL-E-sized
+problem (``_language_programs.py``), in the sandbox and as a plain ``subprocess`` without isolation.
+
+The plain run is the same program with the same argv and environment as the sandbox's job (compile
+included), in a fresh temporary directory on a tmpfs (``/dev/shm`` where it exists, as the sandbox's work
+directory is a tmpfs: compilers write their output and Go its build cache there, and a disk-backed
+directory would make the plain side slower for a reason that is not isolation). Timed on the plain side:
+writing the files, compiling and running; removing the directory is not (in its favour: the sandbox's
+own clean-up is counted whenever it happens before the result comes back). The two are interleaved (isolated, plain, isolated, ...) one at a
+time, so load changes hit both alike; after each isolated run the bench waits (untimed) until the sandbox
+has built its next worker and cleaned up the last (``Sandbox.wait_settled``), else that background work
+would run during, and be charged to, the plain run (measured: plain compiles 1.5-2x slower without it).
+The isolated time is therefore the latency of one request with a worker ready, as the pool serves
+requests that do not arrive back to back. Per program: p50 of each side and ``ratio = isolated p50 / plain
+p50`` (time over time; 1.0 is no overhead); executions/s is runs over the summed time of the runs. The
+fastest run of each side and their ratio (``ratio_of_best``, the least disturbed pair, as ``timeit``
+reports) come with it: on a loaded machine the p50 of a few runs is mostly the load's.
+
+Per language the headline is its MultiPL-E-sized problem (``p50_ms``, ``exec_per_s``) and its worst
+ratio over both programs (``ratio_vs_unisolated``); the goal is <= ``GOAL_RATIO`` for every language.
+Limits: one execution at a time (latency, not the throughput of a full pool), and Python in the sandbox
+runs in the harness's pre-started interpreter while the plain side starts ``python3`` afresh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from execrl.bench._language_programs import PROGRAMS
+
+GOAL_RATIO = 1.5
+PLAIN_PYTHON = "/usr/bin/python3"
+PLAIN_TMPFS = "/dev/shm"
+SETTLE_TIMEOUT_S = 60.0
+
+
+def plain_workdir_root() -> str | None:
+    """Where the plain side makes its directories: a tmpfs when the host has one, else the default."""
+    return PLAIN_TMPFS if os.path.isdir(PLAIN_TMPFS) and os.access(PLAIN_TMPFS, os.W_OK) else None
+
+
+def program_summary(isolated_s: list[float], plain_s: list[float]) -> dict[str, float]:
+    """One program's timings (seconds per run, one list per side) as the JSON reports them."""
+    if not isolated_s or not plain_s:
+        raise ValueError("program_summary needs at least one timing per side")
+    isolated_p50, plain_p50 = statistics.median(isolated_s), statistics.median(plain_s)
+    return {
+        "p50_ms": isolated_p50 * 1e3,
+        "exec_per_s": len(isolated_s) / sum(isolated_s),
+        "unisolated_p50_ms": plain_p50 * 1e3,
+        "unisolated_exec_per_s": len(plain_s) / sum(plain_s),
+        "ratio_vs_unisolated": isolated_p50 / plain_p50,
+        "best_ms": min(isolated_s) * 1e3,
+        "unisolated_best_ms": min(plain_s) * 1e3,
+        "ratio_of_best": min(isolated_s) / min(plain_s),
+        "runs": len(isolated_s),
+    }
+
+
+def language_summary(programs: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """A language's headline (its ``problem`` program, its worst ratio) and the per-program detail."""
+    headline = programs["problem"]
+    worst = max(row["ratio_vs_unisolated"] for row in programs.values())
+    return {
+        "exec_per_s": headline["exec_per_s"],
+        "p50_ms": headline["p50_ms"],
+        "ratio_vs_unisolated": worst,
+        "within_goal": worst <= GOAL_RATIO,
+        "programs": programs,
+    }
+
+
+def overall(languages: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The top-level verdict: every language within ``GOAL_RATIO``, and which are not."""
+    over = sorted(name for name, row in languages.items() if not row["within_goal"])
+    return {"goal_ratio": GOAL_RATIO, "all_within_goal": not over and bool(languages), "over_goal": over}
+
+
+def plain_job(name: str, program: str) -> tuple[list[list[str]], dict[str, str], dict[str, str]]:
+    """(argvs, files, env) of the sandbox's job for ``program``, to run without isolation: the compile
+    argv if any, then the run argv (``python3 main.py`` for Python, which the sandbox runs in-process)."""
+    from execrl.sandbox.jail import ENV
+    from execrl.sandbox.languages import get_language
+    from execrl.sandbox.types import Limits
+
+    language = get_language(name)
+    spec = language.job_spec(language.default_path, language.limits_for(Limits()))
+    argvs = [spec["compile"]] if spec["compile"] else []
+    argvs.append(spec["run"] or [PLAIN_PYTHON, language.default_path])
+    files = {language.default_path: program, **language.support_files(False)}
+    return argvs, files, {**ENV, **spec["env"]}
+
+
+def plain_once(job: tuple[list[list[str]], dict[str, str], dict[str, str]], expected: str) -> float:
+    """Seconds to write, compile and run ``job`` in a temporary directory, without isolation."""
+    argvs, files, env = job
+    start = time.perf_counter()
+    work = tempfile.mkdtemp(prefix="execrl-bench-plain-", dir=plain_workdir_root())
+    try:
+        for path, text in files.items():
+            Path(work, path).write_text(text, encoding="utf-8")
+        run_env = {**env, "HOME": work, "TMPDIR": work}
+        run_env.update({k: f"{work}/{v[2:]}" for k, v in env.items() if v.startswith("./")})
+        for argv in argvs[:-1]:
+            subprocess.run(argv, cwd=work, env=run_env, check=True, capture_output=True)
+        out = subprocess.run(argvs[-1], cwd=work, env=run_env, check=True, capture_output=True).stdout
+        elapsed = time.perf_counter() - start
+    finally:
+        shutil.rmtree(work)
+    if out.decode() != expected:
+        raise RuntimeError(f"plain run printed {out[:200]!r}, expected {expected!r}")
+    return elapsed
+
+
+def isolated_once(sandbox: Any, name: str, program: str, expected: str) -> float:
+    from execrl.sandbox import ExecutionRequest, IOTest
+
+    request = ExecutionRequest(language=name, program=program, tests=(IOTest("t", "", expected),))
+    start = time.perf_counter()
+    result = sandbox.run(request)
+    elapsed = time.perf_counter() - start
+    if not sandbox.wait_settled(SETTLE_TIMEOUT_S):
+        raise RuntimeError(f"the sandbox did not settle within {SETTLE_TIMEOUT_S} s after a {name} run")
+    if not result.passed:
+        raise RuntimeError(f"{name} did not pass in the sandbox: {result.verdict} {result.tests}")
+    return elapsed
+
+
+def measure_language(sandbox: Any, name: str, rounds: int) -> dict[str, Any]:
+    """Both programs of ``name``, one warm-up each, then ``rounds`` interleaved pairs."""
+    programs = {}
+    for label, (sources, expected) in PROGRAMS.items():
+        job = plain_job(name, sources[name])
+        isolated_once(sandbox, name, sources[name], expected)
+        plain_once(job, expected)
+        isolated, plain = [], []
+        for _ in range(rounds):
+            isolated.append(isolated_once(sandbox, name, sources[name], expected))
+            plain.append(plain_once(job, expected))
+        programs[label] = program_summary(isolated, plain)
+    return language_summary(programs)
+
+
+def chosen_languages(only: str | None) -> list[str]:
+    """The languages to measure: ``--languages-only`` (validated) or every available one."""
+    from execrl.sandbox.languages import available_languages, get_language
+
+    available = available_languages()
+    if not only:
+        return available
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    for name in names:
+        get_language(name)  # an unknown name raises, listing the known ones
+        if name not in available:
+            get_language(name).check_available()  # raises naming the package to install
+    return names
+
+
+def _print_row(name: str, row: dict[str, Any]) -> None:
+    cells = [
+        f"{p['p50_ms']:>7.1f} {p['unisolated_p50_ms']:>7.1f} {p['ratio_vs_unisolated']:>5.2f}x"
+        for p in row["programs"].values()
+    ]
+    mark = "ok" if row["within_goal"] else "OVER"
+    print(f"  {name:<11} {'   '.join(cells)}   {row['exec_per_s']:>6.1f}  {mark}", flush=True)
+
+
+def run_languages(args: argparse.Namespace) -> int:
+    from execrl.sandbox import Sandbox, SandboxConfig
+
+    names = chosen_languages(args.languages_only)
+    load_before = os.getloadavg()
+    print(f"execrl bench sandbox --languages: {len(names)} languages, {args.rounds} interleaved round(s)")
+    print(
+        f"  {'language':<11} {'hello: sandbox  plain  ratio':>28}   {'problem: sandbox  plain  ratio':>30}   exec/s"
+    )
+    languages: dict[str, dict[str, Any]] = {}
+    with Sandbox(SandboxConfig(workers=1)) as sandbox:
+        for name in names:
+            languages[name] = measure_language(sandbox, name, args.rounds)
+            _print_row(name, languages[name])
+    summary = {
+        "languages": languages,
+        **overall(languages),
+        "rounds": args.rounds,
+        "unisolated_workdir": plain_workdir_root() or tempfile.gettempdir(),
+        "programs": {label: expected for label, (_, expected) in PROGRAMS.items()},
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+    }
+    verdict = "every language within" if summary["all_within_goal"] else f"over {summary['over_goal']}:"
+    print(f"  goal: isolated / unisolated <= {GOAL_RATIO}x; {verdict} the goal")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
+    return 0
