@@ -105,7 +105,8 @@ HARNESS = frozenset(_FILES | _MEMORY | _PROCESSES | _SIGNALS_AND_TIME | _IO_WAIT
 # either language may call on paths these programs did not take (a C++ program can call anything in
 # libc; a Python one anything in ``os``), so today both languages get the same list. (Those two traces
 # were parsed before ``trace_syscalls`` read strace's padded pids: processes whose pids had fewer digits
-# than the test runner's were missed; retrace them with the fixed script.)
+# than the test runner's were missed. A partial retrace with the fixed script, over test_sandbox_api and
+# test_syscall_hazards, found nothing missing but the denied calls and ``clone3``.)
 # The other seven: the same script over ``pytest tests/unit/sandbox_langs
 # tests/security/test_language_hazards.py`` (2026-12-01; gcc 12, OpenJDK 17.0.15, Node 20.20, tsc on
 # it, Go 1.19.8, rustc 1.95, bash 5.2: compilers, linkers, runtimes and the hostile programs of each).
