@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 
 from execrl.sandbox import syscalls
 
-_LINE = re.compile(r"^(\d+) (?:<\.\.\. (\w+) resumed>|(\w+)\()")
+_LINE = re.compile(r"^(\d+) +(?:<\.\.\. (\w+) resumed>|(\w+)\()")
 _RETURN = re.compile(r"= (\d+)(?: /\* (\d+) in strace's PID NS \*/)?\s*$")
 _JOB_LANGUAGE = re.compile(r'\{\\"language\\": \{\\"name\\": \\"([A-Za-z0-9_.+-]+)\\"')
-_ENDED = re.compile(r"^(\d+) \+\+\+ (?:exited|killed)")
+_ENDED = re.compile(r"^(\d+) +\+\+\+ (?:exited|killed)")
 _FORKS = ("clone", "clone3", "fork", "vfork")
 
 
@@ -61,8 +61,8 @@ class TraceState:
         match = _LINE.match(line)
         if match is None:  # signals, exits ("+++ exited with 0 +++": the pid may be reused)
             ended = _ENDED.match(line)
-            if ended is not None:
-                self.early.pop(int(ended.group(1)), None)
+            if ended is not None:  # pids wrap: a later process with this pid starts unplaced
+                self._forget(int(ended.group(1)))
             return
         pid = int(match.group(1))
         resumed, name = match.group(2), match.group(3)
@@ -80,6 +80,12 @@ class TraceState:
             self.cloning_sandbox.add(pid)
         if (resumed or name) in _FORKS:
             self._child(pid, line, language)
+
+    def _forget(self, pid: int) -> None:
+        self.early.pop(pid, None)
+        self.language.pop(pid, None)
+        self.workers.discard(pid)
+        self.cloning_sandbox.discard(pid)
 
     def _place(self, pid: int, language: str) -> None:
         self.language[pid] = language

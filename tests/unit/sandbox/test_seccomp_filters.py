@@ -10,6 +10,7 @@ import pytest
 
 from execrl.sandbox import SandboxConfig, api, seccomp, syscalls
 from execrl.sandbox.errors import InvalidRequestError
+from execrl.sandbox.languages import list_languages
 
 ALLOW = seccomp.SECCOMP_RET_ALLOW
 EPERM = seccomp.SECCOMP_RET_ERRNO | errno.EPERM
@@ -125,6 +126,15 @@ def test_languages_without_an_allow_list_are_logged(
         api._log_deny_only_languages()
     listed = caplog.text.split("no allow list for ", 1)[1].split(" (deny list only)", 1)[0].split(", ")
     assert "cpp" in listed and "python" not in listed
+
+
+def test_every_built_in_language_has_an_allow_list(caplog: pytest.LogCaptureFixture) -> None:
+    """Guards against a language registered without its traced list: it would run under the deny list
+    alone by default, with only a warning to say so."""
+    with caplog.at_level("WARNING", logger="execrl.sandbox.api"):
+        api._log_deny_only_languages()
+    assert "no allow list" not in caplog.text
+    assert set(list_languages()) <= set(syscalls.LANGUAGE_SYSCALLS) == set(syscalls.TRACED)
 
 
 @pytest.mark.parametrize("language", sorted(syscalls.TRACED))
