@@ -1,8 +1,8 @@
 """One name -> item registry for every place users extend execrl.
 
 Used by reward verifiers (``execrl.rewards``), advantage estimators and policy losses (``execrl.trainer``),
-rollout engines (``execrl.rollout``), sandbox backends (``execrl.sandbox``) and task suites
-(``execrl.tasks``). Why a registry and not a flag: a new estimator, verifier or suite is one registered
+rollout engines (``execrl.rollout``), sandbox backends, languages and Python runtimes (``execrl.sandbox``)
+and task suites (``execrl.tasks``). Why a registry and not a flag: a new estimator, verifier or suite is one registered
 object in the user's own file, not an ``if name == ...`` ladder threaded through the code (verl's
 ``register_adv_est`` is the model). Registering a name twice raises, so a typo in a plugin cannot silently
 replace a built-in (``remove`` first to replace one on purpose); looking up an unknown name lists the known

@@ -84,11 +84,13 @@ def _no_preload_rows(runs: int) -> dict[str, Any]:
     from execrl.sandbox import runtimes
 
     original = runtimes.get_runtime("python-data")
-    runtimes._RUNTIMES["python-data"] = dataclasses.replace(original, preload=())
+    runtimes._RUNTIMES.remove("python-data")
+    runtimes.register_runtime(dataclasses.replace(original, preload=()))
     try:
         return _sandbox_rows(runs, "python-data", list(PROGRAMS), "python-data, no preload")
     finally:
-        runtimes._RUNTIMES["python-data"] = original
+        runtimes._RUNTIMES.remove("python-data")
+        runtimes.register_runtime(original)
 
 
 def _subprocess_rows(runs: int) -> dict[str, Any]:

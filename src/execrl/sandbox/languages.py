@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from execrl.registry import Registry
 from execrl.sandbox.errors import InvalidRequestError
 from execrl.sandbox.types import Limits
 
@@ -147,39 +148,32 @@ def _host_path(path: str) -> str | None:
     return real
 
 
-_LANGUAGES: dict[str, Language] = {}
+_LANGUAGES: Registry[Language] = Registry("language", plural="languages", unknown_error=InvalidRequestError)
 
 
 def register_language(language: Language) -> Language:
-    if language.name in _LANGUAGES:
-        raise ValueError(f"language {language.name!r} is already registered")
-    _LANGUAGES[language.name] = language
-    return language
+    """Add ``language`` under its name; a name already registered raises ``ValueError``."""
+    return _LANGUAGES.add(language.name, language)
 
 
 def get_language(name: str) -> Language:
-    try:
-        return _LANGUAGES[name]
-    except KeyError:
-        known = ", ".join(sorted(_LANGUAGES))
-        raise InvalidRequestError(f"unknown language {name!r}; known languages: {known}") from None
+    return _LANGUAGES.get(name)
 
 
 def list_languages() -> list[str]:
-    return sorted(_LANGUAGES)
+    return _LANGUAGES.names()
 
 
 def available_languages() -> list[str]:
     """The registered languages whose toolchain this host has."""
-    return [name for name in sorted(_LANGUAGES) if not _LANGUAGES[name].missing()]
+    return [name for name, language in _LANGUAGES.items().items() if not language.missing()]
 
 
 def describe_languages() -> list[dict[str, Any]]:
     """Every registered language as plain data (``execrl sandbox languages``, benchmarks): availability
     on this host, the Debian package, test kinds, default compile limit and limit floors."""
     rows = []
-    for name in sorted(_LANGUAGES):
-        language = _LANGUAGES[name]
+    for name, language in _LANGUAGES.items().items():
         missing = language.missing()
         rows.append(
             {

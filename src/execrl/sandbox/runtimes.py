@@ -24,6 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from execrl.registry import Registry
 from execrl.sandbox.errors import InvalidRequestError
 
 __all__ = [
@@ -77,33 +78,27 @@ class Runtime:
         return None
 
 
-_RUNTIMES: dict[str, Runtime] = {}
+_RUNTIMES: Registry[Runtime] = Registry("runtime", plural="runtimes", unknown_error=InvalidRequestError)
 
 
 def register_runtime(runtime: Runtime) -> Runtime:
-    if runtime.name in _RUNTIMES:
-        raise ValueError(f"runtime {runtime.name!r} is already registered")
-    _RUNTIMES[runtime.name] = runtime
-    return runtime
+    """Add ``runtime`` under its name; a name already registered raises ``ValueError``."""
+    return _RUNTIMES.add(runtime.name, runtime)
 
 
 def list_runtimes() -> list[str]:
-    return sorted(_RUNTIMES)
+    return _RUNTIMES.names()
 
 
 def get_runtime(name: str) -> Runtime:
-    try:
-        return _RUNTIMES[name]
-    except KeyError:
-        known = ", ".join(sorted(_RUNTIMES))
-        raise InvalidRequestError(f"unknown runtime {name!r}; known runtimes: {known}") from None
+    return _RUNTIMES.get(name)
 
 
 def resolve_runtime(language: str, name: str | None) -> Runtime:
     """The runtime a request runs in: ``name`` (only for Python) or the default; raises
     ``InvalidRequestError`` naming the problem and, for a missing runtime, the command that installs it."""
     if name is None:
-        return _RUNTIMES[DEFAULT_RUNTIME]
+        return _RUNTIMES.get(DEFAULT_RUNTIME)
     if language != "python":
         raise InvalidRequestError(
             f"runtime={name!r} applies to Python programs only (language is {language!r}); leave it unset"

@@ -79,16 +79,19 @@ def test_argument_templates_and_host_resolution() -> None:
     assert get_language("go").job_spec("main.go", Limits())["env"]["GOCACHE"].startswith("./")  # work dir
 
 
-def test_a_user_registration_runs(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_user_registration_runs(sandbox: Sandbox) -> None:
     """The registration a user copies for their own language (here POSIX sh)."""
     sh = Language(
         "sh", "binary", "main.sh", frozenset({"io"}), run_argv=("/bin/sh", "{source}"), package="dash"
     )
-    monkeypatch.setitem(languages._LANGUAGES, "sh", sh)
+    languages.register_language(sh)
     request = ExecutionRequest(
         language="sh", program="read a b\necho $((a * b))\n", tests=(IOTest("t", "6 7", "42"),)
     )
-    assert sandbox.run(request).verdict is Verdict.PASSED
+    try:
+        assert sandbox.run(request).verdict is Verdict.PASSED
+    finally:
+        languages._LANGUAGES.remove("sh")
 
 
 def test_go_build_cache_lives_in_the_execution_work_directory(sandbox: Sandbox) -> None:
