@@ -39,8 +39,11 @@ The allow list adds one ``prctl`` per execution (stacked once the job names its 
 worker is built before that): 60-100 us on a loaded 2-core machine (copy, JIT and the action cache's
 walk over every syscall number, which the binary search keeps short: 11 instructions at most for the
 123 runs of today's lists); per call, ``getppid`` and ``fcntl`` cost the same with it as without.
-``execrl bench seccomp`` (2026-12-01, loaded machine, ``docs/evals/bench_seccomp.json``): ``print(1)``
-0.96x the deny list's executions/s, p50 +3%, C++ compile and run 1.00x.
+``execrl bench seccomp --rounds 4 --executions 300 --cpp-executions 20 --latency-samples 200`` (2026-12-01
+07:59, quiet machine, ``docs/evals/bench_seccomp.json``): ``print(1)`` 1.06x the deny list's executions/s
+(228 vs 215), p50 5.50 vs 5.27 ms, C++ compile and run 31.5 vs 29.0 exec/s; a run just before with 6 C++
+executions gave 1.00x, 6.69 vs 5.60 ms and 27 vs 35 exec/s: the two policies are equal within the noise.
+Under load ~20 it was 0.96x.
 """
 
 from __future__ import annotations
