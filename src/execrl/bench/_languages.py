@@ -25,7 +25,6 @@ runs in the harness's pre-started interpreter while the plain side starts ``pyth
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from execrl.bench._language_programs import PROGRAMS
+from execrl.bench._report import write_report
 
 GOAL_RATIO = 1.5
 PLAIN_PYTHON = "/usr/bin/python3"
@@ -203,6 +203,5 @@ def run_languages(args: argparse.Namespace) -> int:
     verdict = "every language within" if summary["all_within_goal"] else f"over {summary['over_goal']}:"
     print(f"  goal: isolated / unisolated <= {GOAL_RATIO}x; {verdict} the goal")
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
+        write_report(args.json, summary)
     return 0

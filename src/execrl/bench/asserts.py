@@ -21,12 +21,12 @@ Goals: >= 95 % of HumanEval judged, no built-in training suite with a forgeable 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from execrl.bench._report import write_report
 from execrl.sandbox import asserts
 from execrl.sandbox.types import CallTest, CodeTest, IOTest
 
@@ -145,6 +145,5 @@ def run(args: argparse.Namespace) -> int:
     out["goals_met"] = ok
     out["seconds"] = time.perf_counter() - start
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=2) + "\n")
+        write_report(args.json, out)
     return 0 if ok else 1

@@ -16,12 +16,13 @@ Limits: the share of step is a projection onto a step time measured elsewhere; a
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import time
 from pathlib import Path
 from typing import Any
+
+from execrl.bench._report import write_report
 
 GOAL_SHARE_OF_STEP = 0.05
 
@@ -104,5 +105,5 @@ def run(args: argparse.Namespace) -> int:
         f"  (goal <= {GOAL_SHARE_OF_STEP:.0%})"
     )
     if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=1), encoding="utf-8")
+        write_report(args.json, result, indent=1)
     return 0

@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from execrl.bench._report import write_report
+
 __all__ = ["add_arguments", "compare_metrics", "run"]
 
 COMPARED_PREFIXES = ("reward/", "loss/")
@@ -121,5 +123,5 @@ def run(args: argparse.Namespace) -> int:
     for line in differences[:5]:
         print(f"  differs: {line}")
     if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        write_report(args.json, summary)
     return 0 if summary["metrics_equal"] else 1

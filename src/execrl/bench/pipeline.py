@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from execrl.bench._report import write_report
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
@@ -138,6 +140,5 @@ def run(args: argparse.Namespace) -> int:
         f"ratio_vs_serial: {report['ratio_vs_serial']:.3f}  (load {load_before[0]:.1f} -> {os.getloadavg()[0]:.1f})"
     )
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1), encoding="utf-8")
+        write_report(args.json, report, indent=1)
     return 0

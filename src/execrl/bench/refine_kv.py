@@ -29,7 +29,6 @@ times and each time is the minimum over its runs); a few problems.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -37,6 +36,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from execrl.bench._report import write_report
 
 __all__ = ["add_arguments", "run"]
 
@@ -170,8 +171,7 @@ def run(args: argparse.Namespace) -> int:
         f"wall {report['wall_s_ratio']:.2f}x; identical completions: {report['identical_completions']}"
     )
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_report(args.json, report)
         print(f"wrote {args.json}")
     return 0
 

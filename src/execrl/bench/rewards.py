@@ -17,13 +17,13 @@ CPUs); the loopers' 1 s timeouts put a floor of ``loopers / workers`` seconds on
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from execrl.bench._report import write_report
 from execrl.rewards import RewardConfig, Score, finish_batch, prepare_batch
 from execrl.sandbox.types import Limits
 
@@ -157,8 +157,7 @@ def run(args: argparse.Namespace) -> int:
     }
     _print_table(report)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_report(args.json, report)
     return 0 if not report["mismatches"] else 1
 
 

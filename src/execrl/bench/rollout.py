@@ -25,7 +25,6 @@ suites' prompts).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import time
@@ -33,6 +32,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from execrl.bench._report import write_report
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -134,8 +135,7 @@ def run(args: argparse.Namespace) -> int:
     }
     _print_table(report)
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_report(args.json, report)
         print(f"wrote {args.json}")
     return 0
 

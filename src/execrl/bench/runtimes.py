@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import statistics
 import subprocess
@@ -27,6 +26,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from execrl.bench._report import write_report
 
 PROGRAMS = {
     "hello": 'print("hello")',
@@ -138,5 +139,5 @@ def run(args: argparse.Namespace) -> int:
             print(f"{label:34} zygote RSS {rows['zygote_rss_mb']} MB")
     if args.json is not None:
         out = {"runs": args.runs, "cpus": os.cpu_count(), "programs": PROGRAMS, "contenders": contenders}
-        args.json.write_text(json.dumps(out, indent=2) + "\n")
+        write_report(args.json, out)
     return 0

@@ -18,13 +18,11 @@ execrl passes every canonical solution and fails every mutant, and a soak leaves
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import platform
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from execrl.bench._contenders import (
@@ -39,6 +37,7 @@ from execrl.bench._contenders import (
     run_floor,
     run_humaneval,
 )
+from execrl.bench._report import write_report
 
 Runner = Callable[[list[Job]], tuple[list[bool], float]]
 CONTENDER_LABELS = {
@@ -259,8 +258,7 @@ def run(args: argparse.Namespace) -> int:
     if args.soak:
         _soak(jobs, args, summary)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
+        write_report(args.json, summary)
     failures = _failures(summary)
     for failure in failures:
         print(f"  FAILED: {failure}")

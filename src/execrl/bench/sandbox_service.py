@@ -16,7 +16,6 @@ replica brings its own cores.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -24,9 +23,9 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 from typing import Any
 
+from execrl.bench._report import write_report
 from execrl.sandbox.types import CallTest, ExecutionRequest, ExecutionResult
 
 __all__ = ["add_arguments", "programs", "run"]
@@ -156,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         f"{label:<28}{summary['service_n_exec_per_s']:>10.1f}{summary['ratio_service_n_vs_inprocess']:>16.2f}"
     )
     if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        write_report(args.json, summary)
     counters = summary["client_counters"].values()
     healthy = all(c["retries"] == 0 and c["gave_up"] == 0 for c in counters)
     ok = summary["verdicts_equal"] and summary["passed"] == (args.executions + 1) // 2 and healthy

@@ -21,7 +21,6 @@ forget); it shows how each scheduler spends samples, not how a real model learns
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from execrl.bench._report import write_report
 from execrl.scheduler import AdaptiveScheduler, GroupOutcome, StaticScheduler, tempered_weights
 
 
@@ -160,8 +160,7 @@ def run(args: argparse.Namespace) -> int:
     }
     _print(report)
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1), encoding="utf-8")
+        write_report(args.json, report, indent=1)
     return 0
 
 

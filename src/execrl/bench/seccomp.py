@@ -14,11 +14,11 @@ shared): goal ``ratio_allow_vs_deny`` >= 0.97.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from typing import Any
 
+from execrl.bench._report import write_report
 from execrl.sandbox import ExecutionRequest, IOTest, Sandbox, SandboxConfig
 from execrl.sandbox.seccomp import POLICIES
 
@@ -100,6 +100,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {policy:<8} {row['print1_exec_per_s']:>16.1f} {row['print1_p50_ms']:>8.2f} {cpp:>11}")
     print(f"  allow/deny throughput: {summary['ratio_allow_vs_deny']:.3f} (goal >= 0.97)")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(summary, fh, indent=2)
+        write_report(args.json, summary)
     return 0

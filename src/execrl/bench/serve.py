@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import time
@@ -30,6 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from execrl.bench._report import write_report
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -73,8 +74,7 @@ def run(args: argparse.Namespace) -> int:
     report = _report(args, source.description, results, levels)
     _print_table(report)
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_report(args.json, report)
         print(f"wrote {args.json}")
     return 0
 

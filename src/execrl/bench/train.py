@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import math
 import os
 import platform
@@ -51,6 +50,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from execrl.bench._report import write_report
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -274,8 +275,7 @@ def run(args: argparse.Namespace) -> int:
     report["host"]["load_avg_1m_before"] = load_before
     _print_table(report, checks)
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_report(args.json, report)
         print(f"wrote {args.json}")
     return 0 if all(c.ok for c in checks) else 1
 
