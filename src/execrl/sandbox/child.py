@@ -362,7 +362,7 @@ def exec_program(
             os.dup2(1, 2)
         for sig in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
-        os.execve(argv[0], argv, {**os.environ, **_in_workdir(env or {})})
+        os.execve(argv[0], argv, {**os.environ, **in_workdir(env or {})})
     finally:
         os._exit(127)
 
@@ -370,7 +370,7 @@ def exec_program(
 RECORD_FD = 3  # as ``languages.CALL_RECORD_FD``
 
 
-def _in_workdir(env: dict[str, str]) -> dict[str, str]:
+def in_workdir(env: dict[str, str]) -> dict[str, str]:
     """``env`` with values starting ``./`` made absolute under the work directory (the current one): a
     compiler's cache goes into this execution's directory under either backend (the unisolated one has
     no private ``/tmp``)."""

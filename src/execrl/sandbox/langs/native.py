@@ -72,7 +72,7 @@ RUST = register_language(
     )
 )
 
-GO_CACHE = "./.cache"  # in the work directory (``child._in_workdir``): per execution, never shared
+GO_CACHE = "./.cache"  # in the work directory (``child.in_workdir``): per execution, never shared
 GO = register_language(
     Language(
         "go",
