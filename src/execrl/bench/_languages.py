@@ -39,6 +39,7 @@ from execrl.bench._language_programs import PROGRAMS
 from execrl.bench._report import write_report
 
 GOAL_RATIO = 1.5
+PlainJob = tuple[list[list[str]], dict[str, str | bytes], dict[str, str]]  # (argvs, files, env)
 PLAIN_PYTHON = "/usr/bin/python3"
 PLAIN_TMPFS = "/dev/shm"
 SETTLE_TIMEOUT_S = 60.0
@@ -86,7 +87,7 @@ def overall(languages: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"goal_ratio": GOAL_RATIO, "all_within_goal": not over and bool(languages), "over_goal": over}
 
 
-def plain_job(name: str, program: str) -> tuple[list[list[str]], dict[str, str], dict[str, str]]:
+def plain_job(name: str, program: str) -> PlainJob:
     """(argvs, files, env) of the sandbox's job for ``program``, to run without isolation: the compile
     argv if any, then the run argv (``python3 main.py`` for Python, which the sandbox runs in-process)."""
     from execrl.sandbox.jail import ENV
@@ -97,18 +98,21 @@ def plain_job(name: str, program: str) -> tuple[list[list[str]], dict[str, str],
     spec = language.job_spec(language.default_path, language.limits_for(Limits()))
     argvs = [spec["compile"]] if spec["compile"] else []
     argvs.append(spec["run"] or [PLAIN_PYTHON, language.default_path])
-    files = {language.default_path: program, **language.support_files(False)}
+    files: dict[str, str | bytes] = {language.default_path: program, **language.support_files(False)}
     return argvs, files, {**ENV, **spec["env"]}
 
 
-def plain_once(job: tuple[list[list[str]], dict[str, str], dict[str, str]], expected: str) -> float:
+def plain_once(job: PlainJob, expected: str) -> float:
     """Seconds to write, compile and run ``job`` in a temporary directory, without isolation."""
     argvs, files, env = job
     start = time.perf_counter()
     work = tempfile.mkdtemp(prefix="execrl-bench-plain-", dir=plain_workdir_root())
     try:
-        for path, text in files.items():
-            Path(work, path).write_text(text, encoding="utf-8")
+        for path, content in files.items():
+            if isinstance(content, bytes):
+                Path(work, path).write_bytes(content)
+            else:
+                Path(work, path).write_text(content, encoding="utf-8")
         run_env = {**env, "HOME": work, "TMPDIR": work}
         run_env.update({k: f"{work}/{v[2:]}" for k, v in env.items() if v.startswith("./")})
         for argv in argvs[:-1]:

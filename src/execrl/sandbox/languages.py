@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -40,12 +41,20 @@ JAIL_VISIBLE = ("/usr/", "/bin/", "/lib/", "/lib64/")  # what ``jail.build_templ
 class CallHarness:
     """How a binary language runs ``CallTest``s: ``files`` (path, source) are added to the work
     directory, ``compile_argv`` replaces the language's when the request has call tests (it must compile
-    the harness too), ``run_argv`` runs the harness, which loads the candidate's program itself."""
+    the harness too), ``run_argv`` runs the harness, which loads the candidate's program itself.
+
+    ``prebuilt``: the harness compiled once on the host (path -> bytes, cached by the callable; None when
+    it cannot be built), written instead of ``files`` so that each execution compiles only the program
+    with the language's own ``compile_argv`` (Java: javac's CPU per call-test execution halves)."""
 
     files: tuple[tuple[str, str], ...]
     run_argv: tuple[str, ...]
     entry_point: str  # a regular expression a test's entry point must match (it is looked up by name)
     compile_argv: tuple[str, ...] = ()
+    prebuilt: Callable[[], dict[str, bytes] | None] | None = None
+
+    def built(self) -> dict[str, bytes] | None:
+        return self.prebuilt() if self.prebuilt is not None else None
 
 
 @dataclass(frozen=True)
@@ -104,12 +113,13 @@ class Language:
                 f"install the Debian package {package} (scripts/setup.sh --system installs every toolchain)"
             )
 
-    def support_files(self, with_call: bool) -> dict[str, str]:
+    def support_files(self, with_call: bool) -> dict[str, str | bytes]:
         """Files the sandbox writes next to the program: the language's own and, for call tests, the
-        call harness's."""
-        files = dict(self.files)
+        call harness's (compiled, when it has a ``prebuilt`` build)."""
+        files: dict[str, str | bytes] = dict(self.files)
         if with_call and self.call is not None:
-            files.update(self.call.files)
+            built = self.call.built()
+            files.update(built if built is not None else self.call.files)
         return files
 
     def job_spec(self, program_path: str, limits: Limits, with_call: bool = False) -> dict[str, Any]:
@@ -117,7 +127,7 @@ class Language:
         stem = program_path.rsplit(".", 1)[0] if "." in program_path.rsplit("/", 1)[-1] else program_path
         values = {"source": program_path, "stem": stem, "memory_mb": str(limits.memory_mb)}
         compile_argv = self.compile_argv
-        if with_call and self.call is not None and self.call.compile_argv:
+        if with_call and self.call is not None and self.call.compile_argv and self.call.built() is None:
             compile_argv = self.call.compile_argv
         call_argv = self.call.run_argv if self.call is not None else ()
         return {
@@ -137,6 +147,11 @@ def _fill(argv: tuple[str, ...], values: dict[str, str]) -> list[str]:
     if filled and filled[0].startswith("/"):
         filled[0] = _host_path(filled[0]) or filled[0]
     return filled
+
+
+def host_argv(argv: tuple[str, ...]) -> list[str]:
+    """``argv`` (without templates) with its executable resolved as the sandbox would run it."""
+    return _fill(argv, {})
 
 
 @functools.lru_cache(maxsize=256)

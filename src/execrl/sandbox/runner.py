@@ -86,10 +86,10 @@ def build_job(request: ExecutionRequest, language: Language) -> bytes:
         "language": language.job_spec(program_path, limits, with_call),
         "program": request.program,
         "program_path": program_path,
-        "files": {**{path: text for path, text in request.files.items() if isinstance(text, str)}, **support},
+        "files": {path: text for path, text in {**request.files, **support}.items() if isinstance(text, str)},
         "files_b64": {
             path: base64.b64encode(data).decode()
-            for path, data in request.files.items()
+            for path, data in {**request.files, **support}.items()
             if isinstance(data, bytes)
         },
         "fetch_files": list(request.fetch_files),

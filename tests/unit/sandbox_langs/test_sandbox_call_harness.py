@@ -181,3 +181,24 @@ def test_harness_call_tests_reject_keywords_and_code_as_entry_point(sandbox: San
         )
     with pytest.raises(InvalidRequestError, match="CallTest, which language 'go' does not support"):
         sandbox.run(ExecutionRequest(language="go", program="package main", tests=(CallTest("t", "f"),)))
+
+
+def test_java_call_jobs_carry_the_prebuilt_harness_and_compile_only_the_program() -> None:
+    """The call harness's classes are built once on the host and written as bytes; javac sees only the
+    candidate's file (``jvm.prebuilt_harness``)."""
+    import json
+
+    from execrl.sandbox.langs.jvm import prebuilt_harness
+    from execrl.sandbox.languages import get_language
+    from execrl.sandbox.runner import build_job
+
+    built = prebuilt_harness()
+    assert built is not None and {"ExecrlCall.class", "ExecrlJson.class"} <= set(built)
+    java = get_language("java")
+    request = ExecutionRequest(
+        language="java", program=JAVA, tests=(CallTest("t", "add", (1, 2), expected=3),)
+    )
+    job = json.loads(build_job(request, java))
+    assert set(built) <= set(job["files_b64"])
+    assert not [path for path in job["files"] if path.startswith("Execrl")]  # no harness source
+    assert [a for a in job["language"]["compile"] if a.endswith(".java")] == ["Main.java"]
