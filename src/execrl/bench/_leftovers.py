@@ -11,7 +11,8 @@ Scope, chosen so that other processes on a shared machine do not count:
   before; the sandbox mounts only inside private namespaces, so any new entry here is a leak (or another
   program mounting in the host namespace at the same time, which this machine's other users do not do);
 * cgroups: directories whose name starts with ``execrl-<this pid>-`` (the sandbox's per-pool naming)
-  anywhere under the cgroup hierarchies this process belongs to;
+  anywhere under the cgroup hierarchies this process belongs to, that were not there before (a sandbox
+  open before the snapshot, such as the process-wide ``default_sandbox``, keeps its own);
 * temp files: everything inside a private temp directory when ``private_tempdir()`` was used (the
   sandbox and its children create temp files there through ``TMPDIR``), plus entries of the shared temp
   directories (``/tmp``, ``/dev/shm``, ``/var/tmp``) named with ``leak_marker()``, which is what the
@@ -41,6 +42,7 @@ class Snapshot:
     mounts: frozenset[str]
     temp_entries: frozenset[str]
     private_tempdir: Path | None
+    cgroups: frozenset[Path] = frozenset()
 
 
 def descendants(pid: int) -> set[int]:
@@ -104,7 +106,8 @@ def _temp_entries(pid: int) -> frozenset[str]:
 def snapshot(private: Path | None = None) -> Snapshot:
     """The current state; ``private`` is a temp directory that must be empty after the run."""
     pid = os.getpid()
-    return Snapshot(pid, frozenset(descendants(pid)), mount_entries(), _temp_entries(pid), private)
+    cgroups = frozenset(execrl_cgroups(pid))
+    return Snapshot(pid, frozenset(descendants(pid)), mount_entries(), _temp_entries(pid), private, cgroups)
 
 
 def leftovers(before: Snapshot, after: Snapshot | None = None) -> dict[str, int]:
@@ -115,7 +118,8 @@ def leftovers(before: Snapshot, after: Snapshot | None = None) -> dict[str, int]
     return {
         "processes": len(after.descendants - before.descendants),
         "mounts": len(after.mounts - before.mounts),
-        "cgroups": len(execrl_cgroups(before.pid)),
+        # A sandbox already open at ``before`` (e.g. the process-wide ``default_sandbox``) is not a leftover.
+        "cgroups": len(after.cgroups - before.cgroups),
         "temp_files": len(after.temp_entries - before.temp_entries) + private_count,
     }
 
