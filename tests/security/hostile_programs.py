@@ -214,6 +214,40 @@ memory) x=aaaaaaaaaaaaaaaa; while :; do x=$x$x; done ;;
 esac
 """
 
+# Python's own hazards are in the other security modules; this one runs in the ``python-data`` runtime
+# (numpy preloaded in a zygote of its own), with numpy as the memory bomb's allocator.
+PYTHON_DATA = r"""
+import os, socket, sys
+import numpy as np
+
+def attempt(label, fn):
+    try:
+        fn()
+        print(label, "DONE", flush=True)
+    except OSError:
+        print(label, "denied", flush=True)
+
+words = sys.stdin.readline().split()
+if words[0] == "escape":
+    secret, port, target = words[1], int(words[2]), words[3]
+    attempt("write", lambda: open(target, "w").write("x"))
+    attempt("shadow", lambda: open("/etc/shadow").read())
+    attempt("secret", lambda: print(open(secret).read()))
+    attempt("net", lambda: socket.create_connection(("127.0.0.1", port), timeout=2))
+elif words[0] == "memory":
+    blocks = []
+    while True:
+        blocks.append(np.ones(1 << 21))  # 16 MiB, touched
+elif words[0] == "fork":
+    while True:
+        try:
+            if os.fork() == 0:
+                os.pause()
+        except OSError:
+            print("refused")
+            break
+"""
+
 PROGRAMS = {
     "c": C,
     "cpp": C,

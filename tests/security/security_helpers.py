@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from execrl.sandbox import ExecutionRequest, Limits, Sandbox
-from execrl.sandbox.pool import UIDS_PER_POOL
+from execrl.sandbox.pool import UIDS_PER_POOL, WorkerPool
 
 # Prepended to a program: ``probe(label, fn)`` prints "label OK" or "label <errno name>".
 PROBE = """
@@ -39,14 +39,18 @@ def _uid(pid: str) -> int | None:
     return None
 
 
-def sandbox_processes(sandbox: Sandbox) -> set[int]:
-    """Host pids running as one of this sandbox's uids (other sandboxes on the host use other uids)."""
-    uids = range(sandbox._pool.uid_base, sandbox._pool.uid_base + UIDS_PER_POOL)
+def pools(sandbox: Sandbox) -> list[WorkerPool]:
+    """The default pool and every runtime's pool started so far (``python-data`` has its own zygote)."""
+    return [sandbox._pool, *sandbox._runtime_pools.values()]
+
+
+def sandbox_processes(pool: WorkerPool) -> set[int]:
+    """Host pids running as one of this pool's uids (other pools and sandboxes on the host use others)."""
+    uids = range(pool.uid_base, pool.uid_base + UIDS_PER_POOL)
     return {int(p) for p in os.listdir("/proc") if p.isdigit() and _uid(p) in uids}
 
 
-def parked_pids(sandbox: Sandbox) -> set[int]:
-    pool = sandbox._pool
+def parked_pids(pool: WorkerPool) -> set[int]:
     deadline = time.monotonic() + 10
     while True:
         with pool.cond:
@@ -56,15 +60,20 @@ def parked_pids(sandbox: Sandbox) -> set[int]:
 
 
 def assert_no_survivors(sandbox: Sandbox) -> None:
-    """Nothing of a finished run is left: only parked (never used) workers run as a sandbox uid, and
-    every cgroup slot holds only parked workers."""
+    """Nothing of a finished run is left, in any of the sandbox's pools: only parked (never used) workers
+    run as a sandbox uid, and every cgroup slot holds only parked workers."""
+    for pool in pools(sandbox):
+        _assert_pool_clean(pool)
+
+
+def _assert_pool_clean(pool: WorkerPool) -> None:
     deadline = time.monotonic() + 5
     while True:
-        parked = parked_pids(sandbox)
-        extra = sandbox_processes(sandbox) - parked
+        parked = parked_pids(pool)
+        extra = sandbox_processes(pool) - parked
         cgroup_pids: set[int] = set()
-        if sandbox._pool.cgroups is not None:
-            for slot in sandbox._pool.cgroups.slots:
+        if pool.cgroups is not None:
+            for slot in pool.cgroups.slots:
                 cgroup_pids.update(slot.pids())
         if not extra and cgroup_pids <= parked:
             return

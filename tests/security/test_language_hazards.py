@@ -1,6 +1,7 @@
 """Hostile programs in every sandbox language (issue 13's acceptance): a write outside the work
 directory, reading host files, a network connection, a memory bomb and a fork bomb are all contained,
-each with its verdict, and no process survives (``conftest.host_untouched``).
+each with its verdict, and no process survives (``conftest.host_untouched``, which checks every pool:
+the ``python-data`` runtime's, where the same hazards run in Python with numpy, too).
 
 Verdicts: the escape attempts are refused at the system-call level (read-only mounts, files that do not
 exist in the jail, an empty network namespace and seccomp's socket filter), so the program runs on and
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hostile_programs import PROGRAMS
+from hostile_programs import PROGRAMS, PYTHON_DATA
 from security_helpers import host_file_absent
 
 from execrl.sandbox import ExecutionRequest, IOTest, Limits, Sandbox, Verdict
@@ -36,13 +37,17 @@ def listener() -> Iterator[socket.socket]:
     server.close()
 
 
-@pytest.mark.parametrize("language", sorted(PROGRAMS))
+@pytest.mark.parametrize(
+    ("language", "runtime"), [*((name, None) for name in sorted(PROGRAMS)), ("python", "python-data")]
+)
 def test_hostile_programs_are_contained(
-    sandbox: Sandbox, language: str, tmp_path: Path, listener: socket.socket
+    sandbox: Sandbox, language: str, runtime: str | None, tmp_path: Path, listener: socket.socket
 ) -> None:
+    """``python-data`` runs in a pool and zygote of its own (numpy preloaded); ``host_untouched`` checks
+    every pool for survivors."""
     secret = tmp_path / "secret.txt"
     secret.write_text("host-secret\n")
-    target = f"/usr/lib/execrl-escape-{language}-{tmp_path.name}"
+    target = f"/usr/lib/execrl-escape-{language}-{runtime}-{tmp_path.name}"
     port = listener.getsockname()[1]
     tests = (
         IOTest("escape", f"escape {secret} {port} {target}\n", DENIED, compare="exact"),
@@ -50,9 +55,14 @@ def test_hostile_programs_are_contained(
         IOTest("fork", "fork\n", "refused\n"),
     )
     limits = Limits(memory_mb=128, max_processes=32, timeout_s=60.0, cpu_time_s=20.0)
-    result = sandbox.run(
-        ExecutionRequest(language=language, program=PROGRAMS[language], tests=tests, limits=limits)
+    request = ExecutionRequest(
+        language=language,
+        program=PYTHON_DATA if runtime == "python-data" else PROGRAMS[language],
+        tests=tests,
+        limits=limits,
+        runtime=runtime,
     )
+    result = sandbox.run(request)
     escape, memory, fork = result.tests
     assert escape.verdict is Verdict.PASSED, (escape, result.stderr)
     assert host_file_absent(target)

@@ -50,7 +50,7 @@ def test_no_process_mount_cgroup_or_temp_file_survives() -> None:
         assert len(_cgroup_dirs()) > len(cgroups_before)  # the slots exist while the sandbox is open
         zygote = sandbox._pool.process
     assert zygote.poll() is not None
-    assert sandbox_processes(sandbox) == set()
+    assert sandbox_processes(sandbox._pool) == set()
     assert _mounts() == mounts_before
     assert _host_temp_entries() <= temp_before
     assert _cgroup_dirs() == cgroups_before
