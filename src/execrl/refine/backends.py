@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from execrl.rollout.engine import Engine
 
-__all__ = ["ChatBackend", "GenerationParams", "LocalBackend", "OpenAIBackend", "Reply"]
+__all__ = ["ChatBackend", "GenerationParams", "LocalBackend", "OpenAIBackend", "Reply", "token_budget_chunks"]
 
 Conversation = Sequence[dict[str, str]]
 log = logging.getLogger("execrl.refine")
@@ -69,13 +69,19 @@ class LocalBackend:
         name: str,
         prompts_per_batch: int = 16,
         reuse_kv_max_bytes: int = 2 << 30,
+        max_batch_tokens: int = 32768,
     ) -> None:
         """``reuse_kv_max_bytes``: keys/values of earlier turns kept in the engine between calls (0: off;
-        ignored by engines without a prefix cache)."""
+        ignored by engines without a prefix cache). ``max_batch_tokens``: a chunk holds at most this many
+        padded tokens (prompts x (longest prompt + ``max_new_tokens``)), fewer prompts than
+        ``prompts_per_batch`` when the conversations are long. Why: keys/values and the attention scores
+        grow with batch x length (x length), and a refine sweep's later turns are long; 64 conversations
+        of ~900 prompt tokens each took the process to 14 GB and the OOM killer on this 24 GB machine."""
         from execrl.rollout.engine import PrefixReuse
 
         self.engine, self.tokenizer, self.name = engine, tokenizer, name
         self.prompts_per_batch = prompts_per_batch
+        self.max_batch_tokens = max_batch_tokens
         if reuse_kv_max_bytes > 0 and isinstance(engine, PrefixReuse) and engine.can_reuse_prefixes:
             from execrl.rollout.prefix_cache import PrefixCache
 
@@ -93,25 +99,48 @@ class LocalBackend:
             seed=params.seed,
         )
         replies: list[Reply] = []
-        for start in range(0, len(conversations), self.prompts_per_batch):
-            chunk = [list(c) for c in conversations[start : start + self.prompts_per_batch]]
-            prompts = encode_prompts(self.tokenizer, chunk)  # type: ignore[arg-type]
+        encoded = encode_prompts(self.tokenizer, [list(c) for c in conversations])  # type: ignore[arg-type]
+        lengths = [len(p) for p in encoded]
+        for start, end in token_budget_chunks(
+            lengths, self.prompts_per_batch, self.max_batch_tokens, params.max_new_tokens
+        ):
+            prompts = encoded[start:end]
             batch = self.engine.generate(prompts, sampling)
             log.info(
                 "generated %d/%d conversations (%d tokens in %.0f s; %d of %d prompt tokens reused)",
-                start + len(chunk),
+                end,
                 len(conversations),
                 batch.stats.generated_tokens,
                 batch.stats.total_s,
                 batch.stats.reused_prompt_tokens,
                 batch.stats.prompt_tokens,
             )
-            lengths = batch.completion_lengths.tolist()
+            completion = batch.completion_lengths.tolist()
             replies.extend(
-                Reply(batch.texts[i], len(prompts[i]), int(lengths[i]), batch.finish_reasons[i])
-                for i in range(len(chunk))
+                Reply(batch.texts[i], len(prompts[i]), int(completion[i]), batch.finish_reasons[i])
+                for i in range(len(prompts))
             )
         return replies
+
+
+def token_budget_chunks(
+    prompt_lengths: Sequence[int], max_prompts: int, max_tokens: int, max_new_tokens: int
+) -> list[tuple[int, int]]:
+    """Consecutive [start, end) chunks, in order: at most ``max_prompts`` each, and at most ``max_tokens``
+    padded tokens (count x (longest prompt + ``max_new_tokens``)) unless a single prompt is over it alone
+    (it then gets a chunk of its own)."""
+    chunks: list[tuple[int, int]] = []
+    start = 0
+    while start < len(prompt_lengths):
+        end, longest = start + 1, prompt_lengths[start]
+        while end < len(prompt_lengths) and end - start < max_prompts:
+            wider = max(longest, prompt_lengths[end])
+            if (end - start + 1) * (wider + max_new_tokens) > max_tokens:
+                break
+            end, longest = end + 1, wider
+        chunks.append((start, end))
+        start = end
+    return chunks
 
 
 class OpenAIBackend:

@@ -25,7 +25,13 @@ def _backend(args: argparse.Namespace) -> Any:
         torch.set_num_threads(args.threads)
     model, tokenizer, source = load_any_model(args.model)
     engine = create_engine("hf", model=model, tokenizer=tokenizer)
-    return LocalBackend(engine, tokenizer, name=source.description, prompts_per_batch=args.prompts_per_batch)
+    return LocalBackend(
+        engine,
+        tokenizer,
+        name=source.description,
+        prompts_per_batch=args.prompts_per_batch,
+        max_batch_tokens=args.max_batch_tokens,
+    )
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -51,6 +57,13 @@ def _refine(args: argparse.Namespace) -> int:
     if args.model is None:
         print("error: --model is required (or use `execrl refine show TRACE`)", file=sys.stderr)
         return 2
+    for flag, value in (
+        ("--prompts-per-batch", args.prompts_per_batch),
+        ("--max-batch-tokens", args.max_batch_tokens),
+    ):
+        if value < 1:
+            print(f"error: {flag} must be >= 1, got {value}", file=sys.stderr)
+            return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from execrl.refine.evaluate import evaluate_refine
     from execrl.sandbox import Sandbox, SandboxConfig
@@ -132,6 +145,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     r.add_argument("--limit", type=int, help="only the first N problems")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--prompts-per-batch", type=int, default=16)
+    r.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        default=32768,
+        help="local engine: at most this many padded tokens per batch (memory grows with batch x length)",
+    )
     r.add_argument("--threads", type=int, default=0)
     r.add_argument("--sandbox-workers", type=int, default=2)
     r.add_argument("--json", type=Path, help="summary JSON (trace next to it unless --trace)")
