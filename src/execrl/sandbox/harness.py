@@ -34,7 +34,7 @@ builtins, printed fake results, closing or writing file descriptors):
 Speed: ``C`` is a fork of the already-running harness interpreter, so a Python program starts without
 interpreter start-up or imports (``compile`` + ``exec`` of its source); other languages ``posix_spawn``
 the compiler and the binary (or interpreter) inside the same jail, which copies nothing of ``H``
-(``spawn.py``: about 1.6 ms less per program than fork + exec).
+(``spawn.py``: about 1.5 ms less per program than fork + exec, measured outside the jail).
 
 Records to the parent are JSON lines: ``ready``, optional ``compile``, ``test`` (per test) or ``run``
 (plain run), and ``done``.
@@ -205,7 +205,7 @@ class Harness:
         may_spawn: bool = True,
     ) -> int:
         """Start ``C`` running ``argv`` (a compiler, a compiled program or an interpreter): by
-        ``posix_spawn`` when the harness could lower its rlimits to the program's (``spawn.py``, ~1.6 ms
+        ``posix_spawn`` when the harness could lower its rlimits to the program's (``spawn.py``, ~1.5 ms
         cheaper), else by fork + ``child.exec_program``. Same descriptors, session, signals and limits."""
         env = self.job["language"]["env"]
         cpu_left = self.cpu_left_s()

@@ -2,14 +2,14 @@
 
 Why: ``os.fork`` of the harness copies its page tables, and until the child's ``execve`` every page the
 Python of either process touches takes a copy-on-write fault. For a program that runs for a millisecond
-that is most of the cost. Measured on this 2-core VM, 60 interleaved runs of ``bash main.sh`` printing
-``hello`` from a small Python process: fork + ``execve`` 3.0 ms, ``posix_spawn`` 1.4 ms,
-``subprocess.run`` 1.7 ms; with 50 MB of Python heap in the parent, fork grew to 5.7 ms and
-``posix_spawn`` stayed at 1.5 ms. In the sandbox (``execrl bench sandbox --languages``, same run, quiet
-machine) bash's hello world went from 3.17x to 2.04x its plain ``subprocess`` time and its
-MultiPL-E-sized problem from 1.62x to 1.41x. glibc implements ``posix_spawn`` with
-``clone(CLONE_VM | CLONE_VFORK)`` (``clone3`` first; the deny list answers it ENOSYS and glibc falls
-back), so the child shares the harness's memory until it execs and nothing is copied.
+that is most of the cost. Measured on this 2-core VM, quiet, 60 interleaved runs of ``bash main.sh``
+printing ``hello`` from a small Python process: fork + ``execve`` 2.7 ms, ``posix_spawn`` 1.2 ms,
+``subprocess.run`` 1.6 ms; with 50 MB of Python heap in the parent, fork grew to 6.1 ms and
+``posix_spawn`` stayed at 1.5 ms. In the sandbox (``execrl bench sandbox --languages``, quiet, old and
+new code back to back) bash's hello world went from 2.84x to 2.18x its plain ``subprocess`` time, its
+MultiPL-E-sized problem from 1.81x to 1.52x, and C's worst from 1.18x to 1.10x. glibc implements
+``posix_spawn`` with ``clone(CLONE_VM | CLONE_VFORK)`` (``clone3`` first; the deny list answers it ENOSYS
+and glibc falls back), so the child shares the harness's memory until it execs and nothing is copied.
 
 Only in the strict backend: there each sandbox has a uid of its own, so the RLIMIT_NPROC the harness
 gives itself counts only the sandbox's processes. (The unisolated backend runs as the user, whose other
