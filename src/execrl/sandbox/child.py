@@ -76,14 +76,25 @@ def _prelude(
     os.closerange(low, ALL_FDS)
     resource.setrlimit(resource.RLIMIT_CPU, cpu_rlimit(cpu_left_s))
     _reseed_preloaded()
-    for which, value in (
-        (resource.RLIMIT_FSIZE, int(limits["max_file_mb"]) << 20),
-        (resource.RLIMIT_NOFILE, int(limits["max_open_files"])),
-        (resource.RLIMIT_NPROC, int(limits["max_processes"]) + 2),
-    ):
-        hard = resource.getrlimit(which)[1]
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(which, (value, value))
+    set_job_rlimits(limits)
+
+
+def set_job_rlimits(limits: dict[str, Any]) -> None:
+    """The candidate's per-job limits, soft = hard: file size, open files, processes (+2: the harness and
+    the candidate itself share its uid). Set in ``C`` after a fork, or in ``H`` before a spawn
+    (``spawn.SelfLimits``), which the program then inherits."""
+    cap_rlimit(resource.RLIMIT_FSIZE, int(limits["max_file_mb"]) << 20)
+    cap_rlimit(resource.RLIMIT_NOFILE, int(limits["max_open_files"]))
+    cap_rlimit(resource.RLIMIT_NPROC, int(limits["max_processes"]) + 2)
+
+
+def cap_rlimit(which: int, value: int) -> None:
+    """Set soft = hard = ``value``, clamped to the current hard limit (raising it needs CAP_SYS_RESOURCE,
+    which containers often drop)."""
+    _, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(which, (value, value))
 
 
 def _reseed_preloaded() -> None:

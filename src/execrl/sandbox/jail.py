@@ -39,6 +39,7 @@ import resource
 import signal
 
 from execrl.sandbox import linux, seccomp
+from execrl.sandbox.child import cap_rlimit
 
 ROOT_MOUNT = "/tmp"  # where the new root is assembled, inside the private mount namespace
 WORKDIR = "/tmp"  # the work directory, as the candidate sees it
@@ -212,15 +213,6 @@ def _mount_own(spec: JailSpec) -> None:
         f"size={spec.workdir_mb}m,nr_inodes={spec.workdir_inodes},mode=700,uid={spec.uid},gid={spec.uid}"
     )
     linux.mount("execrl-work", WORKDIR, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV, options)
-
-
-def cap_rlimit(which: int, value: int) -> None:
-    """Set soft = hard = ``value``, clamped to the current hard limit (raising it needs CAP_SYS_RESOURCE,
-    which containers often drop)."""
-    _, hard = resource.getrlimit(which)
-    if hard != resource.RLIM_INFINITY:
-        value = min(value, hard)
-    resource.setrlimit(which, (value, value))
 
 
 def _set_hard_limits() -> None:

@@ -26,9 +26,9 @@ What the child cannot do here is run Python, so the trusted set-up of ``child.ex
   undo: its two internal signals (32 SIGCANCEL, 33 SIGSETXID) stay ignored in the program, as after
   any ``posix_spawn`` on glibc; every glibc program reinstalls both at start-up, and only processes of
   the same sandbox could send them (``tests/security/test_spawn_hazards.py`` pins the exact mask).
-* rlimits: inherited from the harness, so the harness lowers its own first (``SelfLimits``), to exactly
-  the values ``_prelude`` set in the child: NOFILE, FSIZE and NPROC once per job, CPU (soft, hard)
-  before each program. Hard limits only go down, which is where this path stops: a program that needs
+* rlimits: inherited from the harness, so the harness lowers its own first (``SelfLimits``) with the
+  functions ``_prelude`` calls in a forked child: NOFILE, FSIZE and NPROC once per job
+  (``child.set_job_rlimits``), CPU (soft, hard) before each program (``child.cpu_rlimit``). Hard limits only go down, which is where this path stops: a program that needs
   a higher CPU limit than the harness already has (only possible for a compile step whose limit is
   below the run's, ``allows_compile``) and jobs with fewer than ``MIN_OPEN_FILES`` descriptors (the
   harness needs its own) keep fork + exec. The harness ignores SIGXCPU, so its own CPU time only
@@ -62,15 +62,6 @@ DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGXCPU)
 EXEC_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ENOTDIR, errno.ELOOP, errno.EPERM})
 
 
-def job_rlimits(limits: dict[str, Any]) -> list[tuple[int, int]]:
-    """(resource, value) of the per-job limits the candidate gets, as ``child._prelude`` sets them."""
-    return [
-        (resource.RLIMIT_FSIZE, int(limits["max_file_mb"]) << 20),
-        (resource.RLIMIT_NOFILE, int(limits["max_open_files"])),
-        (resource.RLIMIT_NPROC, int(limits["max_processes"]) + 2),
-    ]
-
-
 class SelfLimits:
     """The harness's own rlimits, lowered to a candidate's before each ``posix_spawn``."""
 
@@ -97,10 +88,7 @@ class SelfLimits:
         if own.ru_utime + own.ru_stime > soft - HARNESS_CPU_MARGIN_S:
             return False
         if not self.job_limits_set:
-            for which, value in job_rlimits(self.limits):
-                current = resource.getrlimit(which)[1]
-                value = value if current == resource.RLIM_INFINITY else min(value, current)
-                resource.setrlimit(which, (value, value))
+            child.set_job_rlimits(self.limits)
             signal.signal(signal.SIGXCPU, signal.SIG_IGN)
             self.job_limits_set = True
         resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
