@@ -78,3 +78,18 @@ def test_refine_show_rejects_a_file_that_is_not_a_trace(tmp_path: Path) -> None:
     bad.write_text('{"condition": "refine"}\nnot json\n')
     shown = _cli("refine", "show", str(bad))
     assert shown.returncode == 2 and "bad.jsonl:1" in shown.stderr and "missing" in shown.stderr
+
+
+def test_refine_rejects_a_negative_kv_cache_before_loading_anything() -> None:
+    done = _cli("refine", "--model", "no-such-model", "--kv-cache-mb", "-1")
+    assert done.returncode == 2 and "--kv-cache-mb must be >= 0, got -1" in done.stderr
+
+
+def test_refine_kv_cache_flag_sizes_the_local_engines_prefix_cache(tiny_model_dir: Path) -> None:
+    from execrl.cli import build_parser
+    from execrl.refine.cli import _backend
+
+    args = build_parser().parse_args(["refine", "--model", str(tiny_model_dir), "--kv-cache-mb", "3"])
+    assert _backend(args).engine.prefix_cache.max_bytes == 3 << 20
+    off = build_parser().parse_args(["refine", "--model", str(tiny_model_dir), "--kv-cache-mb", "0"])
+    assert _backend(off).engine.prefix_cache is None

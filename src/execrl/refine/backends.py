@@ -12,7 +12,8 @@ headers), and the controls that restart from the same first attempt reuse it too
 turn; reuse covers the longest common token prefix, so a turn whose re-tokenised text differs from the
 sampled ids still reuses everything before the first difference. LRU eviction: when the refine sweep's
 conversations do not fit in ``reuse_kv_max_bytes``, the later rounds find little (raise
-``reuse_kv_max_bytes``). Measured (``execrl bench refine-kv``): see
+``reuse_kv_max_bytes``, ``execrl refine --kv-cache-mb``: a HumanEval sweep of SmolLM2-135M reused 2,271
+of 13,970 prompt tokens in a repair chunk with the 2 GiB default). Measured (``execrl bench refine-kv``): see
 :mod:`execrl.bench.refine_kv`.
 
 Limits: token counts of the OpenAI backend are the server's ``usage`` figures; it sends no ``seed`` (a seeded

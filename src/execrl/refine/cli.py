@@ -31,6 +31,7 @@ def _backend(args: argparse.Namespace) -> Any:
         name=source.description,
         prompts_per_batch=args.prompts_per_batch,
         max_batch_tokens=args.max_batch_tokens,
+        reuse_kv_max_bytes=args.kv_cache_mb << 20,
     )
 
 
@@ -57,12 +58,13 @@ def _refine(args: argparse.Namespace) -> int:
     if args.model is None:
         print("error: --model is required (or use `execrl refine show TRACE`)", file=sys.stderr)
         return 2
-    for flag, value in (
-        ("--prompts-per-batch", args.prompts_per_batch),
-        ("--max-batch-tokens", args.max_batch_tokens),
+    for flag, value, least in (
+        ("--prompts-per-batch", args.prompts_per_batch, 1),
+        ("--max-batch-tokens", args.max_batch_tokens, 1),
+        ("--kv-cache-mb", args.kv_cache_mb, 0),
     ):
-        if value < 1:
-            print(f"error: {flag} must be >= 1, got {value}", file=sys.stderr)
+        if value < least:
+            print(f"error: {flag} must be >= {least}, got {value}", file=sys.stderr)
             return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from execrl.refine.evaluate import evaluate_refine
@@ -150,6 +152,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         type=int,
         default=32768,
         help="local engine: at most this many padded tokens per batch (memory grows with batch x length)",
+    )
+    r.add_argument(
+        "--kv-cache-mb",
+        type=int,
+        default=2048,
+        help="local engine: keys/values of earlier turns kept for the next round (0: re-prefill every turn); "
+        "SmolLM2-135M keeps ~45 KB per token, so 164 conversations of ~600 tokens need ~4500",
     )
     r.add_argument("--threads", type=int, default=0)
     r.add_argument("--sandbox-workers", type=int, default=2)
