@@ -16,6 +16,8 @@ from typing import Any, TextIO
 
 from execrl.refine.loop import ProblemRun
 
+REASON_CHARS = 80  # a turn's visible-test reason in ``format_trace``; longer ones end in "..."
+
 __all__ = ["TraceWriter", "format_trace", "read_trace"]
 
 
@@ -85,8 +87,10 @@ def format_trace(
         verdict = "PASS" if row.get("visible_passed") else "FAIL"
         mark = "  <- final" if row.get("final") else ""
         hidden = "pass" if row.get("hidden_passed") else "fail"
+        reason = row.get("visible_reason", "")
+        reason = reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 3] + "..."
         out.append(
-            f"--- turn {row['turn']}: visible {verdict} ({row.get('visible_reason', '')[:80]}), "
+            f"--- turn {row['turn']}: visible {verdict} ({reason}), "
             f"hidden {hidden}, {row.get('completion_tokens', 0)} tokens{mark}"
         )
         out.append(_indent(row.get("code") or row["completion"]))
