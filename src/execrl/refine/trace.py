@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from execrl.refine.loop import ProblemRun
+from execrl.sandbox.types import ellipsize
 
 REASON_CHARS = 80  # a turn's visible-test reason in ``format_trace``; longer ones end in "..."
 
@@ -87,8 +88,7 @@ def format_trace(
         verdict = "PASS" if row.get("visible_passed") else "FAIL"
         mark = "  <- final" if row.get("final") else ""
         hidden = "pass" if row.get("hidden_passed") else "fail"
-        reason = row.get("visible_reason", "")
-        reason = reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 3] + "..."
+        reason = ellipsize(row.get("visible_reason", ""), REASON_CHARS)
         out.append(
             f"--- turn {row['turn']}: visible {verdict} ({reason}), "
             f"hidden {hidden}, {row.get('completion_tokens', 0)} tokens{mark}"

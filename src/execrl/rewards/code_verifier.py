@@ -25,7 +25,7 @@ import re
 from execrl.rewards.extraction import defines_name, extract_code, python_syntax_error
 from execrl.rewards.registry import register_verifier
 from execrl.rewards.types import RewardConfig, Score
-from execrl.sandbox.types import ExecutionRequest, ExecutionResult, TestCase, TestResult, Verdict
+from execrl.sandbox.types import ExecutionRequest, ExecutionResult, TestCase, TestResult, Verdict, ellipsize
 from execrl.tasks.schema import CodeSpec, Task
 
 DETAIL_MAX_CHARS = 200
@@ -102,7 +102,7 @@ def assemble_program(spec: CodeSpec, code: str) -> str:
 
 def _short(text: str | None) -> str:
     text = (text or "").strip().replace("\n", "\\n")
-    return text if len(text) <= DETAIL_MAX_CHARS else text[: DETAIL_MAX_CHARS - 3] + "..."
+    return ellipsize(text, DETAIL_MAX_CHARS)
 
 
 def failure_detail(result: ExecutionResult) -> str:

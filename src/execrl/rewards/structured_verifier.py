@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from execrl.rewards.extraction import clean_completion, fenced_blocks
 from execrl.rewards.registry import register_verifier
 from execrl.rewards.types import RewardConfig, Score
+from execrl.sandbox.types import ellipsize
 from execrl.tasks.schema import StructuredSpec, Task
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ def json_equal(a: Any, b: Any) -> bool:
 
 
 def _short(text: str) -> str:
-    return text if len(text) <= DETAIL_MAX_CHARS else text[: DETAIL_MAX_CHARS - 3] + "..."
+    return ellipsize(text, DETAIL_MAX_CHARS)
 
 
 @register_verifier("structured")

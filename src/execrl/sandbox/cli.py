@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from execrl.sandbox.errors import InvalidRequestError, SandboxError
-from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Limits, TestCase, Verdict
+from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Limits, TestCase, Verdict, ellipsize
 
 __all__ = ["LANGUAGE_BY_SUFFIX", "InvalidTestsFileError", "language_for", "load_tests", "register"]
 
@@ -174,7 +174,7 @@ def _build_request(args: argparse.Namespace) -> ExecutionRequest:
 
 def _short(text: str | None, width: int = 60) -> str:
     text = (text or "").strip().replace("\n", "\\n")
-    return text if len(text) <= width else text[: width - 3] + "..."
+    return ellipsize(text, width)
 
 
 def _test_detail(test: Any) -> str:

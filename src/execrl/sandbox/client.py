@@ -43,7 +43,7 @@ import aiohttp
 
 from execrl.sandbox.errors import InvalidRequestError
 from execrl.sandbox.serialize import request_to_dict, result_from_dict
-from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Verdict
+from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Verdict, ellipsize
 
 __all__ = ["ClientConfig", "ClientStats", "ServiceClient", "check_url"]
 
@@ -229,4 +229,4 @@ class ServiceClient:
 
 def _short(text: str) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
+    return ellipsize(text, MAX_REASON_CHARS)

@@ -360,6 +360,12 @@ def overall_verdict(verdicts: list[Verdict]) -> Verdict:
     return Verdict.PASSED
 
 
+def ellipsize(text: str, max_chars: int) -> str:
+    """``text`` if it fits in ``max_chars`` characters, else its head ending in "..." (``max_chars`` in all):
+    for one-line summaries a person reads, where ``truncate``'s byte count marker would be noise."""
+    return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
+
+
 def truncate(text: str, max_bytes: int) -> tuple[str, bool]:
     """Cut ``text`` to at most ``max_bytes`` UTF-8 bytes and append a marker saying how much was cut."""
     data = text.encode("utf-8", "replace")
