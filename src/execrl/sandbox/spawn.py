@@ -28,12 +28,13 @@ What the child cannot do here is run Python, so the trusted set-up of ``child.ex
   the same sandbox could send them (``tests/security/test_spawn_hazards.py`` pins the exact mask).
 * rlimits: inherited from the harness, so the harness lowers its own first (``SelfLimits``) with the
   functions ``_prelude`` calls in a forked child: NOFILE, FSIZE and NPROC once per job
-  (``child.set_job_rlimits``), CPU (soft, hard) before each program (``child.cpu_rlimit``). Hard limits only go down, which is where this path stops: a program that needs
-  a higher CPU limit than the harness already has (only possible for a compile step whose limit is
-  below the run's, ``allows_compile``) and jobs with fewer than ``MIN_OPEN_FILES`` descriptors (the
-  harness needs its own) keep fork + exec. The harness ignores SIGXCPU, so its own CPU time only
-  matters at the hard limit, a second above the soft one; ``lower`` refuses when the harness has used
-  more than the soft limit minus ``HARNESS_CPU_MARGIN_S``.
+  (``child.set_job_rlimits``), CPU (soft, hard) before each program (``child.cpu_rlimit``). Hard limits
+  only go down, which is where this path stops: a program that needs a higher CPU limit than the harness
+  already has (only possible for a compile step whose limit is below the run's, ``allows_compile``) and
+  jobs with fewer than ``MIN_OPEN_FILES`` descriptors (the harness needs its own) keep fork + exec. The
+  harness ignores SIGXCPU, so its own CPU time only matters at the hard limit, a second above the soft
+  one; ``lower`` refuses when the harness has used more than the soft limit minus
+  ``HARNESS_CPU_MARGIN_S``.
 
 The Python language never comes here: its programs run in a fork of the harness's interpreter, which
 is what makes them start without an interpreter start-up.
