@@ -3,6 +3,7 @@ under the allow list (the default) and under the deny list alone (the fallback).
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -26,3 +27,14 @@ def host_untouched(request: pytest.FixtureRequest) -> Iterator[None]:
         sandbox: Sandbox = request.getfixturevalue("sandbox")
         assert_no_survivors(sandbox)
         assert sandbox._pool.process.poll() is None
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A host TCP listener that nothing in a sandbox may reach (``accept`` must raise BlockingIOError)."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    server.setblocking(False)
+    yield server
+    server.close()

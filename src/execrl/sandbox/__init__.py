@@ -65,6 +65,11 @@ trained against it would learn:
   write those records itself, but a record carries a returned value only, judged by the parent
   against expected values that never enter the sandbox, so it can claim nothing the function could
   not have returned. ``tests/security/test_language_hazards.py`` runs the hostile programs per language.
+* Warm starts (``warm.py``, Bash today): a parked worker may start the runtime of the job it expects
+  before the job exists, under the job's filter and rlimits, in its cgroups; the runtime blocks on a
+  gate pipe until the job's files are written, and the pool hands that worker only a job of the same
+  shape (a job of another shape would be a ``sandbox_error``, never a run under the wrong limits).
+  ``tests/security/test_warm_hazards.py`` runs the hostile Bash program warm.
 
 Limits, stated plainly: the kernel is shared, so it is not a boundary against kernel exploits (use a VM
 tier for hostile multi-tenant use), and the allow list narrows the kernel code a program reaches

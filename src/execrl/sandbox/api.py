@@ -24,7 +24,7 @@ from execrl.sandbox.cgroups import detect_version
 from execrl.sandbox.errors import InvalidRequestError, SandboxFailure, UnsupportedHostError
 from execrl.sandbox.languages import get_language, list_languages
 from execrl.sandbox.pool import WorkerPool
-from execrl.sandbox.runner import Driver, RunState, build_job
+from execrl.sandbox.runner import Driver, RunState, build_job, encode_job, job_fields
 from execrl.sandbox.runtimes import DEFAULT_RUNTIME, Runtime, resolve_runtime
 from execrl.sandbox.seccomp import POLICIES as SECCOMP_POLICIES
 from execrl.sandbox.types import (
@@ -55,7 +55,9 @@ class SandboxConfig:
     ``seccomp_policy``: ``"allow"`` (default): a language with a traced system-call set
     (``syscalls.LANGUAGE_SYSCALLS``) gets that allow list stacked on the deny list, a language without
     one runs under the deny list alone (logged once when the sandbox starts); ``"deny"``: the deny list
-    only, the fallback (``seccomp.py``; threat model in the package docstring).
+    only, the fallback (``seccomp.py``; threat model in the package docstring);
+    ``warm_start``: parked workers pre-start the interpreter recent requests ran (Bash today) so that a
+    request skips its start-up (``warm.py``); False starts every program after its job arrives.
     """
 
     backend: str = "namespace"
@@ -64,9 +66,12 @@ class SandboxConfig:
     limits: Limits = field(default_factory=Limits)
     cgroup_root: str = "/sys/fs/cgroup"
     seccomp_policy: str = "allow"
+    warm_start: bool = True
 
     def __post_init__(self) -> None:
         get_backend(self.backend)
+        if not isinstance(self.warm_start, bool):
+            raise InvalidRequestError(f"SandboxConfig.warm_start={self.warm_start!r}; set True or False")
         if self.seccomp_policy not in SECCOMP_POLICIES:
             raise InvalidRequestError(
                 f"SandboxConfig.seccomp_policy={self.seccomp_policy!r}; "
@@ -209,6 +214,7 @@ class Sandbox:
             isolate=self._isolate,
             cgroup_root=self._cgroup_root,
             seccomp_policy=self.config.seccomp_policy,
+            warm_start=self.config.warm_start,
             packages_dir=runtime.packages_dir if runtime else None,
             preload=runtime.preload if runtime else (),
         )
@@ -230,15 +236,17 @@ class Sandbox:
         if language.limits_for(request.limits) is not request.limits:  # the language's floors
             request = dataclasses.replace(request, limits=language.limits_for(request.limits))
         limits = request.limits
+        job = job_fields(request, language)
         try:
             pool = self._pool_for(request.runtime)
-            worker = pool.acquire((limits.workdir_mb, limits.workdir_inodes))
+            hint = pool.observe(job)  # before acquire: the worker built to replace the one it takes
+            worker = pool.acquire((limits.workdir_mb, limits.workdir_inodes), hint)
         except SandboxFailure as exc:
             return sandbox_error_result(str(exc))
         slot = pool.slot(worker)
         driver = Driver(worker, slot, request, language, pool.wait_exit if pool.isolate else None)
         try:
-            state = driver.run(build_job(request, language), self._judge_fn(request, driver.state))
+            state = driver.run(encode_job(job), self._judge_fn(request, driver.state))
             stats = slot.stats() if slot is not None else None
             return assemble(request, state, stats)
         except SandboxFailure as exc:

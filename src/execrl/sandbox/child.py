@@ -1,7 +1,7 @@
 """What runs in a candidate process ``C`` (forked by the harness, one per program run; or the harness's
 own process for a single function/assert test, ``harness.runs_inline``).
 
-Everything here after ``_prelude`` runs in the same process as untrusted code, so nothing it reports is
+Everything here after ``prelude`` runs in the same process as untrusted code, so nothing it reports is
 trusted by itself: the harness (``harness.py``) treats each record as data, the parent judges values and
 outputs against expected values that never enter the sandbox (see ``harness.py`` for the argument).
 
@@ -48,7 +48,7 @@ def write_all(fd: int, data: bytes, write: Callable[[int, memoryview], int] = os
         view = view[write(fd, view) :]
 
 
-def _prelude(
+def prelude(
     keep: set[int],
     stdin_data: bytes,
     stdout_fd: int | None,
@@ -113,7 +113,7 @@ def cpu_rlimit(cpu_left_s: float) -> tuple[int, int]:
     return cpu, cpu + 1
 
 
-def _prelude_failed(exc: BaseException) -> NoReturn:
+def prelude_failed(exc: BaseException) -> NoReturn:
     """A failure in the trusted set-up is the sandbox's fault: say so on stderr, exit with 121."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     os.write(2, f"execrl harness: child set-up failed:\n{text}".encode())
@@ -203,9 +203,9 @@ def run_main(
     try:
         keep = {rec_fd} | ({stdout_fd} if stdout_fd is not None else set())
         try:
-            _prelude(keep, stdin, stdout_fd, cpu_left_s, job["limits"])
+            prelude(keep, stdin, stdout_fd, cpu_left_s, job["limits"])
         except BaseException as exc:  # noqa: BLE001
-            _prelude_failed(exc)
+            prelude_failed(exc)
         records = _Records(rec_fd, 1 << 16)
         sys.argv = [job["program_path"]]
         sys.path.insert(0, os.getcwd())
@@ -322,9 +322,9 @@ def run_tests(
     ``rec_fd`` goes straight to the parent, which validates these records itself."""
     try:
         try:
-            _prelude({rec_fd}, job["stdin"].encode(), None, cpu_left_s, job["limits"], new_session)
+            prelude({rec_fd}, job["stdin"].encode(), None, cpu_left_s, job["limits"], new_session)
         except BaseException as exc:  # noqa: BLE001
-            _prelude_failed(exc)
+            prelude_failed(exc)
         records = _Records(rec_fd, max_bytes)
         sys.argv = [job["program_path"]]
         sys.path.insert(0, os.getcwd())
@@ -364,11 +364,11 @@ def exec_program(
             keep = ({stdout_fd} if stdout_fd is not None else set()) | (
                 {rec_fd} if rec_fd is not None else set()
             )
-            _prelude(keep, stdin, stdout_fd, cpu_left_s, limits)
+            prelude(keep, stdin, stdout_fd, cpu_left_s, limits)
             if rec_fd is not None:
-                _move_fd(rec_fd, RECORD_FD)
+                move_fd(rec_fd, RECORD_FD)
         except BaseException as exc:  # noqa: BLE001
-            _prelude_failed(exc)
+            prelude_failed(exc)
         if stdout_fd is not None and merge_stderr:
             os.dup2(1, 2)
         for sig in (signal.SIGPIPE, signal.SIGXFSZ):
@@ -389,7 +389,7 @@ def in_workdir(env: dict[str, str]) -> dict[str, str]:
     return {key: f"{cwd}/{value[2:]}" if value.startswith("./") else value for key, value in env.items()}
 
 
-def _move_fd(fd: int, target: int) -> None:
+def move_fd(fd: int, target: int) -> None:
     """``fd`` as ``target``, inherited across ``execve`` (``os.pipe`` descriptors are close-on-exec, and
     ``dup2`` onto itself would keep that flag)."""
     if fd != target:

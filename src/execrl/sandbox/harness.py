@@ -11,8 +11,9 @@ builtins, printed fake results, closing or writing file descriptors):
 * ``H`` never runs candidate code. Each program run happens in a child ``C`` of ``H`` (a fork, or for
   compilers and compiled programs a ``posix_spawn``, ``spawn.py``); before the first candidate byte runs,
   ``C`` holds no descriptor but stdin/stdout/stderr and its own record pipe (the fork closes the rest,
-  a spawn relies on close-on-exec, which ``main`` sets on the result pipe), so the result pipe to the
-  parent exists only in ``H``. ``H`` is pid 1 of its pid namespace (the kernel
+  a spawn relies on close-on-exec, which ``main`` sets on the result and job pipes; a warm start's gate
+  on fd 9 is closed by the gate's own text before the program is opened, ``warm.py``), so the result
+  pipe to the parent exists only in ``H``. ``H`` is pid 1 of its pid namespace (the kernel
   drops signals to it from inside the namespace), non-dumpable (no ``/proc/1/fd``, ``/proc/1/mem``), and
   seccomp denies ``ptrace``, ``process_vm_writev`` and ``pidfd_getfd``.
 * Expected values never enter the sandbox. For ``CallTest`` ``C`` reports only the returned value (as
@@ -50,7 +51,7 @@ import signal
 import time
 import traceback
 
-from execrl.sandbox import child, jail, records, seccomp, spawn, workfiles
+from execrl.sandbox import child, jail, records, seccomp, spawn, warm, workfiles
 from execrl.sandbox.records import clean_error
 
 # Annotations only: importing ``typing`` would add ~2 MB to the zygote, and to every fork of it.
@@ -99,6 +100,15 @@ class Harness:
             time.monotonic() + float(limits["timeout_s"]) + float(job["language"]["compile_timeout_s"])
         )
         self.self_limits = spawn.SelfLimits(limits) if isolated else None
+        self.warm: warm.WarmProgram | None = None  # the job's first run, pre-started (``warm.py``)
+        self.allow: seccomp.PreparedFilter | None = None  # the job's allow list, until ``bind_filter``
+
+    def bind_filter(self) -> None:
+        """Stack the job's seccomp allow list on ``H`` (once): before any process ``H`` starts, and
+        before anything of the candidate's runs (a warm program installed its own before its exec)."""
+        allow, self.allow = self.allow, None
+        if allow is not None:
+            allow.install()
 
     # -- reporting -------------------------------------------------------------------------------------
     def send(self, record: dict[str, Any]) -> None:
@@ -106,6 +116,7 @@ class Harness:
 
     # -- running one child -----------------------------------------------------------------------------
     def fork(self, target: Callable[[], NoReturn]) -> int:
+        self.bind_filter()
         pid = os.fork()
         if pid == 0:
             try:
@@ -207,11 +218,13 @@ class Harness:
         """Start ``C`` running ``argv`` (a compiler, a compiled program or an interpreter): by
         ``posix_spawn`` when the harness could lower its rlimits to the program's (``spawn.py``, ~1.5 ms
         cheaper), else by fork + ``child.exec_program``. Same descriptors, session, signals and limits."""
+        self.bind_filter()
         env = self.job["language"]["env"]
         cpu_left = self.cpu_left_s()
         if may_spawn and self.self_limits is not None and self.self_limits.lower(cpu_left):
             try:
-                return spawn.spawn_program(argv, stdin, stdout_fd, env, rec_fd, merge)
+                extra = {child.RECORD_FD: rec_fd} if rec_fd is not None else None
+                return spawn.spawn_program(argv, stdin, stdout_fd, env, extra, merge)
             except OSError as exc:
                 # The exec failed: fork + exec fails the same way and ends as before (exit status 127).
                 if exc.errno not in spawn.EXEC_ERRNOS:
@@ -232,13 +245,22 @@ class Harness:
         may_spawn: bool = True,
     ) -> Outcome:
         """Run ``argv`` (compiler or compiled program) in ``C``, stdout captured when asked (and stderr
-        with it when ``merge``: the compiler's diagnostics)."""
-        out_r, out_w = os.pipe() if capture else (-1, -1)
+        with it when ``merge``: the compiler's diagnostics); the first run may be the warm program."""
+        pre, self.warm = self.warm, None
+        if pre is not None and (pre.argv, pre.shape["capture"], merge) != (argv, capture, False):
+            raise RuntimeError("the warm program does not match the job's first run")  # ``fits`` did
         buffer = bytearray()
-        pid = self.start_program(argv, stdin, out_w if capture else None, merge=merge, may_spawn=may_spawn)
+        if pre is not None:
+            pid, out_r = pre.release(stdin)
+        else:
+            out_r, out_w = os.pipe() if capture else (-1, -1)
+            pid = self.start_program(
+                argv, stdin, out_w if capture else None, merge=merge, may_spawn=may_spawn
+            )
+            if capture:
+                os.close(out_w)
         readers: dict[int, Callable[[bytes], bool]] = {}
         if capture:
-            os.close(out_w)
             readers[out_r] = self.capture_reader(buffer, limit)
         outcome = self.supervise(pid, readers, deadline)
         if capture:
@@ -436,8 +458,9 @@ def run_plain(h: Harness) -> None:
     h.send({"kind": "run", "error": error, **outcome.fields()})
 
 
-def read_job(job_fd: int) -> dict[str, Any]:
-    chunks = []
+def read_job(job_fd: int, head: bytes = b"") -> dict[str, Any]:
+    """The job, read to the end of the pipe (``head``: what ``warm.read_hint`` already read of it)."""
+    chunks = [head]
     while True:
         data = os.read(job_fd, 1 << 20)
         if not data:
@@ -465,21 +488,36 @@ def _run_tests(h: Harness, res_fd: int) -> None:
 
 
 def main(
-    res_fd: int, job_fd: int, isolated: bool, allow_filters: dict[str, seccomp.PreparedFilter]
+    res_fd: int,
+    job_fd: int,
+    isolated: bool,
+    allow_filters: dict[str, seccomp.PreparedFilter],
+    ready: bytes,
 ) -> NoReturn:
-    """Entry of ``H`` once the worker is isolated and has reported ready: wait for the job, run it, report done.
+    """Entry of ``H`` once the worker is isolated: read the parent's warm-start hint (``warm.py``; commit
+    to it and park the runtime), report ``ready``, wait for the job, run it, report done.
 
     ``allow_filters``: the seccomp allow list of each language that has one (empty under the deny
     policy); the job's is stacked on the deny list before anything else happens, so it binds ``H``
     itself, the inline candidate and every process started after (a worker is built before its
-    language is known)."""
+    language is known). A worker committed to a warm start stacked it before starting the runtime."""
     try:
-        os.set_inheritable(res_fd, False)  # no program started by posix_spawn may inherit it (spawn.py)
-        job = read_job(job_fd)
-        allow = allow_filters.get(job["language"]["name"]) if isolated else None
-        if allow is not None:
-            allow.install()
+        for fd in (res_fd, job_fd):  # no program started by posix_spawn may inherit them (spawn.py): a
+            os.set_inheritable(fd, False)  # warm start's runtime starts while the job pipe is open
+        shape, head = warm.read_hint(job_fd)
+        committed = None
+        if shape is not None and isolated:
+            committed = warm.WarmProgram.start(shape, allow_filters.get(shape["language"]["name"]))
+        os.write(res_fd, ready)
+        job = read_job(job_fd, head)
         h = Harness(res_fd, job, isolated)
+        if committed is None:
+            h.allow = allow_filters.get(job["language"]["name"]) if isolated else None
+            h.bind_filter()
+        elif not committed.fits(job):  # the parent matches shapes (``pool.WorkerPool.acquire``)
+            raise RuntimeError("a job of another shape reached a worker committed to a warm start")
+        elif committed.pid is not None:
+            h.warm = committed
         if not isolated:
             h.send({"kind": "workdir", "path": jail.unisolated_workdir()})
         h.write_files()

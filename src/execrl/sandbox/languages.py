@@ -58,6 +58,18 @@ class CallHarness:
 
 
 @dataclass(frozen=True)
+class WarmStart:
+    """How a parked worker pre-starts this language's run command before the job arrives (``warm.py``):
+    ``env`` is added to the run's environment and makes the runtime read the gate descriptor
+    (``warm.GATE_FD``) at start-up, which blocks it until the harness writes ``gate`` there and closes it.
+    ``gate`` is code in the language itself; it must undo ``env`` and close the descriptor, so that the
+    candidate's program starts as it would cold."""
+
+    env: tuple[tuple[str, str], ...]
+    gate: str
+
+
+@dataclass(frozen=True)
 class Language:
     """One registered language. Argument templates: ``{source}`` is the program's path in the work
     directory, ``{stem}`` that path without its suffix, ``{memory_mb}`` the execution's memory limit (a JVM sizes its heap from it).
@@ -80,6 +92,7 @@ class Language:
     min_processes: int = 0
     tools: tuple[str, ...] = ()  # other executables the toolchain runs (a linker), checked for availability
     files: tuple[tuple[str, str], ...] = ()  # support files written into the work directory with the program
+    warm: WarmStart | None = None  # pre-started before the job (``warm.py``); only without a compile step
 
     def compile_limit_s(self, requested_s: float | None) -> float:
         """The compile step's CPU and wall-clock limit: the request's (``Limits.compile_timeout_s``) or,
@@ -137,6 +150,7 @@ class Language:
             "run": _fill(self.run_argv, values) or None,
             "call": _fill(call_argv, values) or None,
             "env": dict(self.env),
+            "warm": {"env": dict(self.warm.env), "gate": self.warm.gate} if self.warm else None,
             "compile_timeout_s": self.compile_limit_s(limits.compile_timeout_s),
         }
 

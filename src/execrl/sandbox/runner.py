@@ -72,6 +72,11 @@ def _test_dict(test: CodeTest | CallTest | IOTest) -> dict[str, Any]:
 
 
 def build_job(request: ExecutionRequest, language: Language) -> bytes:
+    """The job as the sandbox sees it, encoded (``InvalidRequestError`` when it does not encode)."""
+    return encode_job(job_fields(request, language))
+
+
+def job_fields(request: ExecutionRequest, language: Language) -> dict[str, Any]:
     """The job as the sandbox sees it: inputs only; expected values stay in the parent."""
     program_path = request.program_path or language.default_path
     limits = request.limits
@@ -106,6 +111,10 @@ def build_job(request: ExecutionRequest, language: Language) -> bytes:
             "max_fetch_bytes": limits.max_fetch_bytes,
         },
     }
+    return job
+
+
+def encode_job(job: dict[str, Any]) -> bytes:
     try:
         return json.dumps(job).encode("utf-8", "surrogatepass")
     except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: arguments nested too deep

@@ -20,14 +20,14 @@ What the child cannot do here is run Python, so the trusted set-up of ``child.ex
 * descriptors: ``posix_spawn`` file actions ``dup2`` stdin (a memfd), stdout (the capture pipe), stderr
   (merged for compilers) and the call harness's record pipe onto 0-3; every other descriptor of the
   harness is close-on-exec (Python makes its descriptors non-inheritable, PEP 446; the harness marks
-  its result pipe so, ``harness.main``), so the program holds the same four as after ``_prelude``.
+  its result pipe so, ``harness.main``), so the program holds the same four as after ``prelude``.
 * session and signals: ``setsid``; SIGPIPE, SIGXFSZ and SIGXCPU back to their defaults (the harness
   ignores them); an empty signal mask. One difference from fork + exec, which glibc does not let us
   undo: its two internal signals (32 SIGCANCEL, 33 SIGSETXID) stay ignored in the program, as after
   any ``posix_spawn`` on glibc; every glibc program reinstalls both at start-up, and only processes of
   the same sandbox could send them (``tests/security/test_spawn_hazards.py`` pins the exact mask).
 * rlimits: inherited from the harness, so the harness lowers its own first (``SelfLimits``) with the
-  functions ``_prelude`` calls in a forked child: NOFILE, FSIZE and NPROC once per job
+  functions ``prelude`` calls in a forked child: NOFILE, FSIZE and NPROC once per job
   (``child.set_job_rlimits``), CPU (soft, hard) before each program (``child.cpu_rlimit``). Hard limits
   only go down, which is where this path stops: a program that needs a higher CPU limit than the harness
   already has (only possible for a compile step whose limit is below the run's, ``allows_compile``) and
@@ -98,19 +98,23 @@ class SelfLimits:
 
 def spawn_program(
     argv: list[str],
-    stdin: bytes,
+    stdin: bytes | int,
     stdout_fd: int | None,
     env: dict[str, str],
-    rec_fd: int | None = None,
+    extra_fds: dict[int, int] | None = None,
     merge_stderr: bool = False,
 ) -> int:
     """``posix_spawn`` ``argv`` in a new session; returns its pid. The descriptors and environment are
     those ``child.exec_program`` gives (see the module docstring); the rlimits are the harness's own,
-    so ``SelfLimits.lower`` must have returned True just before."""
+    so ``SelfLimits.lower`` must have returned True just before. ``stdin``: its bytes (put in a memfd)
+    or a descriptor to dup onto 0; ``extra_fds``: target -> source, what the program holds besides 0-2
+    (a call harness's record pipe on ``child.RECORD_FD``, a warm start's gate, ``warm.py``)."""
     actions: list[tuple[int, int, int]] = []
     opened: list[int] = []
     try:
-        if stdin:
+        if isinstance(stdin, int):
+            actions.append((os.POSIX_SPAWN_DUP2, stdin, 0))
+        elif stdin:
             memfd = os.memfd_create("stdin")  # close-on-exec; its dup onto 0 is not
             opened.append(memfd)
             child.write_all(memfd, stdin)
@@ -120,12 +124,12 @@ def spawn_program(
             actions.append((os.POSIX_SPAWN_DUP2, stdout_fd, 1))
             if merge_stderr:
                 actions.append((os.POSIX_SPAWN_DUP2, stdout_fd, 2))
-        if rec_fd is not None:
-            # A descriptor already numbered RECORD_FD would be dup2'ed onto itself, which keeps its
+        for target, fd in (extra_fds or {}).items():
+            # A descriptor already numbered ``target`` would be dup2'ed onto itself, which keeps its
             # close-on-exec flag on older C libraries: give it another number first.
-            source = fcntl.fcntl(rec_fd, fcntl.F_DUPFD_CLOEXEC, 10)
+            source = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
             opened.append(source)
-            actions.append((os.POSIX_SPAWN_DUP2, source, child.RECORD_FD))
+            actions.append((os.POSIX_SPAWN_DUP2, source, target))
         full_env = {**os.environ, **child.in_workdir(env)}
         return os.posix_spawn(
             argv[0],

@@ -47,7 +47,7 @@ _FILES = _names(
     sendfile getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr
     # The deny list's argument rules answer these (ENOLCK): they must pass here, or ENOSYS would win.
     flock
-    # The harness passes stdin through a memfd (child._prelude).
+    # The harness passes stdin through a memfd (child.prelude).
     memfd_create
     """
 )
@@ -61,7 +61,7 @@ _PROCESSES = _names(
     sched_getparam sched_getscheduler sched_get_priority_max sched_get_priority_min
     getpriority getrlimit setrlimit getrusage times sysinfo uname getrandom
     getcpu
-    # The candidate's process sets its uid for good (child._prelude). It has no capabilities, so these
+    # The candidate's process sets its uid for good (child.prelude). It has no capabilities, so these
     # only move between its own ids; a program (or su, sudo) that tries another id must get EPERM from
     # the kernel, which it handles, not ENOSYS.
     setresuid setuid setgid setreuid setregid setresgid setfsuid setfsgid setgroups capget

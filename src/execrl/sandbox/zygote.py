@@ -18,6 +18,10 @@ Protocol over a ``SOCK_SEQPACKET`` Unix socket pair (one message per datagram):
 * zygote -> parent, when a worker's pid 1 has been reaped: ``{"exited": pid, "status": wait status,
   "cpu_hard_s": its hard CPU rlimit at death or null}``.
 
+Then the parent talks to the worker itself: once it is in its cgroups, one warm-start hint line on the
+job pipe (``warm.py``); the worker answers ``ready`` on the result pipe (after parking a pre-started
+runtime, if hinted); later the job follows the hint on the job pipe, and the records come back.
+
 The zygote is a child subreaper, so it reaps every finished sandbox; it exits when the parent closes
 the socket (end of file), and parked workers exit when their job pipe closes, so nothing outlives the
 parent.
@@ -150,8 +154,7 @@ def _pid1(spec: jail.JailSpec, job_r: int, res_w: int, out_w: int, err_w: int) -
             message = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
             os.write(RESULT_FD, (json.dumps({"kind": "setup_error", "message": message}) + "\n").encode())
             os._exit(1)
-        os.write(RESULT_FD, _READY[workdir])
-        harness.main(RESULT_FD, JOB_FD, spec.isolate, spec.seccomp_filters.by_language)
+        harness.main(RESULT_FD, JOB_FD, spec.isolate, spec.seccomp_filters.by_language, _READY[workdir])
     finally:
         os._exit(1)
 

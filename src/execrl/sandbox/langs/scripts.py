@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from execrl.sandbox.languages import Language, register_language
+from execrl.sandbox.languages import Language, WarmStart, register_language
 
 PYTHON = register_language(
     Language("python", "python", "main.py", frozenset({"code", "call", "io"}), package="python3")
 )
 
 # Bash: stdin/stdout tests only (a function-call harness would need a value encoding Bash does not have).
+# Warm start (``warm.py``): a non-interactive bash sources ``$BASH_ENV`` after its initialisation and
+# before it opens the script, so ``BASH_ENV=/dev/fd/9`` parks it on the gate pipe. The gate's text closes
+# fd 9, unsets the variable (no child shell inherits it) and ends on ``: "$BASH"`` so that ``$_`` is the
+# shell's path as in a cold start (the sandbox's environment has no ``_``); then bash opens ``main.sh`` as
+# a cold one would (``tests/integration/test_sandbox_warm.py`` compares the two).
 BASH = register_language(
     Language(
-        "bash", "binary", "main.sh", frozenset({"io"}), run_argv=("/bin/bash", "{source}"), package="bash"
+        "bash",
+        "binary",
+        "main.sh",
+        frozenset({"io"}),
+        run_argv=("/bin/bash", "{source}"),
+        package="bash",
+        warm=WarmStart(env=(("BASH_ENV", "/dev/fd/9"),), gate='exec 9<&-; unset BASH_ENV; : "$BASH"\n'),
     )
 )
