@@ -132,3 +132,18 @@ def test_a_warm_run_keeps_the_jobs_limits(
     assert [r.verdict for r in results] == [verdict] * 3, results
     assert all((r.tests[0].got or "").startswith("started\n") for r in results), results
     assert warm_sandbox._pool.warm_starts == before + 2  # runs 2 and 3 started warm
+
+
+@pytest.mark.parametrize("warm_start", [True, False])
+def test_a_stdin_larger_than_the_file_size_limit_is_read_in_full(policy: str, warm_start: bool) -> None:
+    """RLIMIT_FSIZE applies to the memfd that holds a program's stdin: the harness writes it before it
+    lowers that limit (``spawn.stdin_memfd``), and such a job never starts warm (``warm.hint``)."""
+    test = IOTest("t", "x" * 2_000_000, "2000000\n")
+    request = ExecutionRequest(
+        language="bash", program="wc -c\n", tests=(test,), limits=Limits(max_file_mb=1)
+    )
+    with Sandbox(SandboxConfig(workers=1, seccomp_policy=policy, warm_start=warm_start)) as sandbox:
+        for _ in range(2):
+            assert sandbox.run(request).verdict is Verdict.PASSED
+            assert sandbox.wait_settled(30)
+        assert sandbox._pool.warm_starts == 0

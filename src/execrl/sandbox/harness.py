@@ -221,14 +221,20 @@ class Harness:
         self.bind_filter()
         env = self.job["language"]["env"]
         cpu_left = self.cpu_left_s()
-        if may_spawn and self.self_limits is not None and self.self_limits.lower(cpu_left):
+        if may_spawn and self.self_limits is not None:
+            memfd = spawn.stdin_memfd(stdin) if stdin else None  # before the file-size limit goes down
             try:
-                extra = {child.RECORD_FD: rec_fd} if rec_fd is not None else None
-                return spawn.spawn_program(argv, stdin, stdout_fd, env, extra, merge)
+                if self.self_limits.lower(cpu_left):
+                    extra = {child.RECORD_FD: rec_fd} if rec_fd is not None else None
+                    stdin_in = memfd if memfd is not None else b""
+                    return spawn.spawn_program(argv, stdin_in, stdout_fd, env, extra, merge)
             except OSError as exc:
                 # The exec failed: fork + exec fails the same way and ends as before (exit status 127).
                 if exc.errno not in spawn.EXEC_ERRNOS:
                     raise
+            finally:
+                if memfd is not None:
+                    os.close(memfd)
         limits = self.job["limits"]
         return self.fork(
             lambda: child.exec_program(argv, stdin, stdout_fd, cpu_left, limits, env, rec_fd, merge)

@@ -96,6 +96,16 @@ class SelfLimits:
         return True
 
 
+def stdin_memfd(data: bytes) -> int:
+    """A memfd holding ``data``, at offset 0, close-on-exec (only its dup onto 0 is inherited). Write it
+    before ``SelfLimits.lower``: RLIMIT_FSIZE applies to memfds too, and a test's stdin may be larger
+    than the files the program may write."""
+    memfd = os.memfd_create("stdin")
+    child.write_all(memfd, data)
+    os.lseek(memfd, 0, os.SEEK_SET)
+    return memfd
+
+
 def spawn_program(
     argv: list[str],
     stdin: bytes | int,
@@ -112,14 +122,11 @@ def spawn_program(
     actions: list[tuple[int, int, int]] = []
     opened: list[int] = []
     try:
+        if isinstance(stdin, bytes) and stdin:
+            stdin = stdin_memfd(stdin)
+            opened.append(stdin)
         if isinstance(stdin, int):
             actions.append((os.POSIX_SPAWN_DUP2, stdin, 0))
-        elif stdin:
-            memfd = os.memfd_create("stdin")  # close-on-exec; its dup onto 0 is not
-            opened.append(memfd)
-            child.write_all(memfd, stdin)
-            os.lseek(memfd, 0, os.SEEK_SET)
-            actions.append((os.POSIX_SPAWN_DUP2, memfd, 0))
         if stdout_fd is not None:
             actions.append((os.POSIX_SPAWN_DUP2, stdout_fd, 1))
             if merge_stderr:

@@ -81,9 +81,11 @@ def hint(job: dict[str, Any]) -> dict[str, Any] | None:
         return None
     if any(test["kind"] != "io" for test in tests) or int(limits["max_open_files"]) < spawn.MIN_OPEN_FILES:
         return None
-    # The committed harness writes the job's files under the job's RLIMIT_FSIZE (a cold one writes them
-    # before lowering it): a file that might exceed it (4 bytes per character at most) starts cold.
-    texts = [job["program"], *job["files"].values(), *job["files_b64"].values()]
+    # The committed harness writes the job's files and the first run's stdin under the job's
+    # RLIMIT_FSIZE (a cold one writes them before lowering it): one that might exceed it (4 bytes per
+    # character at most) starts cold.
+    texts = [job["program"], job["stdin"], *job["files"].values(), *job["files_b64"].values()]
+    texts += [test["stdin"] for test in tests]
     if 4 * max(len(text) for text in texts) > int(limits["max_file_mb"]) << 20:
         return None
     return {

@@ -45,6 +45,10 @@ def test_a_bash_job_has_a_shape_that_ignores_the_program_and_tests() -> None:
         pytest.param(
             lambda: _job(files={"big.txt": "x" * 300_000}, limits=Limits(max_file_mb=1)), id="big-file"
         ),
+        pytest.param(
+            lambda: _job(tests=(IOTest("t", "x" * 300_000, ""),), limits=Limits(max_file_mb=1)),
+            id="big-stdin",
+        ),
     ],
 )
 def test_jobs_that_cannot_start_warm(job: object) -> None:
