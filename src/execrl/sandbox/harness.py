@@ -226,8 +226,7 @@ class Harness:
             try:
                 if self.self_limits.lower(cpu_left):
                     extra = {child.RECORD_FD: rec_fd} if rec_fd is not None else None
-                    stdin_in = memfd if memfd is not None else b""
-                    return spawn.spawn_program(argv, stdin_in, stdout_fd, env, extra, merge)
+                    return spawn.spawn_program(argv, memfd, stdout_fd, env, extra, merge)
             except OSError as exc:
                 # The exec failed: fork + exec fails the same way and ends as before (exit status 127).
                 if exc.errno not in spawn.EXEC_ERRNOS:

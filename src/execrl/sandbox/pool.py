@@ -68,16 +68,12 @@ class Worker:
 
     def alive(self) -> bool:
         """False once pid 1 of the worker has exited (its pidfd turns readable)."""
-        poller = select.poll()
-        poller.register(self.pidfd, select.POLLIN)
-        return not poller.poll(0)
+        return not _readable(self.pidfd, 0.0)
 
     def reported(self) -> bool:
         """True once pid 1 wrote its first record (ready, after any warm start parked; or why its
         set-up failed) or died."""
-        poller = select.poll()
-        poller.register(self.res_r, select.POLLIN)
-        return bool(poller.poll(0))
+        return _readable(self.res_r, 0.0)
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -99,9 +95,14 @@ class Worker:
         """Wait until pid 1 has exited: the kernel reaps the rest of its pid namespace before that
         (``zap_pid_ns_processes``), so the slot's cgroup is then (almost always) already empty."""
         if self.pidfd >= 0:
-            poller = select.poll()
-            poller.register(self.pidfd, select.POLLIN)
-            poller.poll(int(timeout_s * 1000))
+            _readable(self.pidfd, timeout_s)
+
+
+def _readable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` turns readable (or hung up) within ``timeout_s``."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(int(timeout_s * 1000)))
 
 
 _pools_started = itertools.count()

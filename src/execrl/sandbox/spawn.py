@@ -108,7 +108,7 @@ def stdin_memfd(data: bytes) -> int:
 
 def spawn_program(
     argv: list[str],
-    stdin: bytes | int,
+    stdin_fd: int | None,
     stdout_fd: int | None,
     env: dict[str, str],
     extra_fds: dict[int, int] | None = None,
@@ -116,17 +116,15 @@ def spawn_program(
 ) -> int:
     """``posix_spawn`` ``argv`` in a new session; returns its pid. The descriptors and environment are
     those ``child.exec_program`` gives (see the module docstring); the rlimits are the harness's own,
-    so ``SelfLimits.lower`` must have returned True just before. ``stdin``: its bytes (put in a memfd)
-    or a descriptor to dup onto 0; ``extra_fds``: target -> source, what the program holds besides 0-2
+    so ``SelfLimits.lower`` must have returned True just before. ``stdin_fd``: dup'ed onto 0 (a
+    ``stdin_memfd``, written before the limits went down); ``None`` keeps the harness's ``/dev/null``;
+    ``extra_fds``: target -> source, what the program holds besides 0-2
     (a call harness's record pipe on ``child.RECORD_FD``, a warm start's gate, ``warm.py``)."""
     actions: list[tuple[int, int, int]] = []
     opened: list[int] = []
     try:
-        if isinstance(stdin, bytes) and stdin:
-            stdin = stdin_memfd(stdin)
-            opened.append(stdin)
-        if isinstance(stdin, int):
-            actions.append((os.POSIX_SPAWN_DUP2, stdin, 0))
+        if stdin_fd is not None:
+            actions.append((os.POSIX_SPAWN_DUP2, stdin_fd, 0))
         if stdout_fd is not None:
             actions.append((os.POSIX_SPAWN_DUP2, stdout_fd, 1))
             if merge_stderr:
