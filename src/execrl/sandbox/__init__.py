@@ -118,6 +118,14 @@ from execrl.sandbox.backends import list_backends, register_backend
 from execrl.sandbox.errors import InvalidRequestError, SandboxError, SandboxFailure, UnsupportedHostError
 from execrl.sandbox.languages import Language, list_languages, register_language
 from execrl.sandbox.runtimes import Runtime, list_runtimes, register_runtime
+from execrl.sandbox.sessions.api import Session, SessionTemplate
+from execrl.sandbox.sessions.types import (
+    CellResult,
+    SessionClosedError,
+    SessionError,
+    SessionForkError,
+    SessionLimits,
+)
 from execrl.sandbox.types import (
     CallTest,
     CodeTest,
@@ -132,6 +140,7 @@ from execrl.sandbox.types import (
 
 __all__ = [
     "CallTest",
+    "CellResult",
     "CodeTest",
     "ExecutionRequest",
     "ExecutionResult",
@@ -144,6 +153,12 @@ __all__ = [
     "SandboxConfig",
     "SandboxError",
     "SandboxFailure",
+    "Session",
+    "SessionClosedError",
+    "SessionError",
+    "SessionForkError",
+    "SessionLimits",
+    "SessionTemplate",
     "TestCase",
     "TestResult",
     "UnsupportedHostError",

@@ -1,0 +1,275 @@
+"""Every session of one ``Sandbox``: their worker pools, their registry, a watchdog, and opening them.
+
+Sessions live in pools of their own (one per Python runtime, started on the first session that needs
+it), so a sandbox that never opens a session pays nothing, and sessions never take a slot from the
+pool that runs requests. Each pool has ``SandboxConfig.max_sessions`` slots (a slot is one cgroup set
+and one uid: a session, a template and each fork take one). A watchdog thread ends sessions that died,
+or passed their lifetime, CPU or idle time while no cell ran; ``close`` kills every session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from execrl.sandbox.errors import InvalidRequestError, SandboxFailure, UnsupportedHostError
+from execrl.sandbox.pool import Worker, WorkerPool
+from execrl.sandbox.runtimes import DEFAULT_RUNTIME, resolve_runtime
+from execrl.sandbox.sessions import driver
+from execrl.sandbox.sessions.api import Session, SessionTemplate, _SessionBase, encode_files
+from execrl.sandbox.sessions.types import CellResult, SessionClosedError, SessionLimits
+from execrl.sandbox.types import Limits, work_path_problems, workdir_space_problems
+
+__all__ = ["SessionManager", "start_fork"]
+
+T = TypeVar("T")
+WATCH_INTERVAL_S = 0.1
+SLOT_TIMEOUT_S = 5.0
+
+
+class SessionManager:
+    """The sessions of one sandbox. ``isolate``/``cgroup_root``/``seccomp_policy`` are the sandbox's."""
+
+    def __init__(
+        self, *, max_sessions: int, cgroup_root: Path | None, seccomp_policy: str, isolate: bool
+    ) -> None:
+        if not isolate:
+            raise UnsupportedHostError(
+                "sessions need the namespace backend (SandboxConfig(backend='namespace'))"
+            )
+        self.max_sessions = max_sessions
+        self._cgroup_root = cgroup_root
+        self._seccomp_policy = seccomp_policy
+        self._pools: dict[str, WorkerPool] = {}
+        self._sessions: dict[str, _SessionBase] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._executor = ThreadPoolExecutor(
+            max_workers=max(4, max_sessions), thread_name_prefix="execrl-session"
+        )
+        self._stop = threading.Event()
+        self._watchdog = threading.Thread(target=self._watch, name="execrl-session-watchdog", daemon=True)
+        self._watchdog.start()
+
+    # -- opening ---------------------------------------------------------------------------------------
+    def open_session(
+        self, *, runtime: str | None = None, limits: SessionLimits | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+    ) -> Session:  # fmt: skip
+        limits = limits or SessionLimits()
+        pool, endpoint = self._start("session", runtime, limits, files or {})
+        session = Session(self, pool, endpoint, limits)
+        self.adopt([session])
+        return session
+
+    def open_template(
+        self, *, setup: Sequence[str] = (), runtime: str | None = None, limits: SessionLimits | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+    ) -> tuple[SessionTemplate, list[CellResult]]:  # fmt: skip
+        """A template and the results of its ``setup`` cells, run in order (all of them, even after one
+        fails: read the results)."""
+        limits = limits or SessionLimits()
+        pool, endpoint = self._start("template", runtime, limits, files or {})
+        template = SessionTemplate(self, pool, endpoint, limits)
+        self.adopt([template])
+        try:
+            results = [template.run_setup(code) for code in setup]
+        except BaseException:
+            template.close()
+            raise
+        return template, results
+
+    def _start(
+        self, role: str, runtime: str | None, limits: SessionLimits, files: Mapping[str, str | bytes]
+    ) -> tuple[WorkerPool, driver.Endpoint]:
+        if not isinstance(limits, SessionLimits):
+            raise InvalidRequestError(f"limits must be a SessionLimits, got {type(limits).__name__}")
+        _check_files(files, limits)
+        pool = self._pool(runtime)
+        worker = pool.spawn_dedicated((limits.workdir_mb, limits.workdir_inodes), role, SLOT_TIMEOUT_S)
+        slot = pool.slot(worker)
+        try:
+            if slot is not None:
+                slot.set_limits(memory_mb=limits.memory_mb, max_processes=limits.max_processes + 2)
+            endpoint = driver.Endpoint(worker, slot, _zygote_status(pool, worker))
+            opening = {"op": "open", "limits": limits.jail_limits(), **encode_files(files)}
+            _write_line(worker, opening)
+            endpoint.wait_ready()
+        except BaseException:
+            pool.release(worker)
+            raise
+        if slot is not None:
+            slot.reset()
+        return pool, endpoint
+
+    def _pool(self, runtime: str | None) -> WorkerPool:
+        name = runtime or DEFAULT_RUNTIME
+        resolved = resolve_runtime("python", runtime)
+        with self._lock:
+            if self._closed:
+                raise SessionClosedError("the sandbox is closed")
+            if name not in self._pools:
+                self._pools[name] = WorkerPool(
+                    workers=0,
+                    slots=self.max_sessions,
+                    default_key=(Limits().workdir_mb, Limits().workdir_inodes),
+                    isolate=True,
+                    cgroup_root=self._cgroup_root,
+                    seccomp_policy=self._seccomp_policy,
+                    warm_start=False,
+                    packages_dir=resolved.packages_dir,
+                    preload=resolved.preload,
+                )
+            return self._pools[name]
+
+    # -- registry --------------------------------------------------------------------------------------
+    def adopt(self, sessions: Iterable[_SessionBase]) -> None:
+        with self._lock:
+            for session in sessions:
+                self._sessions[session.id] = session
+
+    def forget(self, session: _SessionBase) -> None:
+        with self._lock:
+            self._sessions.pop(session.id, None)
+
+    def get(self, session_id: str) -> _SessionBase | None:
+        with self._lock:
+            return self._sessions.get(session_id)
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self._sessions)
+
+    def pools(self) -> list[WorkerPool]:
+        with self._lock:
+            return list(self._pools.values())
+
+    async def in_thread(self, function: Callable[..., T], *args: Any) -> T:
+        """Run a blocking session call on the manager's threads (the async twins)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(function, *args))
+
+    # -- watchdog and shutdown -------------------------------------------------------------------------
+    def _watch(self) -> None:
+        while not self._stop.wait(WATCH_INTERVAL_S):
+            with self._lock:
+                sessions = list(self._sessions.values())
+            now = time.monotonic()
+            for session in sessions:
+                session.watch(now)
+
+    def close(self) -> None:
+        """Kill every session (forks first, then templates) and stop the session pools."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            sessions = sorted(self._sessions.values(), key=lambda s: s.kind == "template")
+        self._stop.set()
+        self._watchdog.join(timeout=5)
+        for session in sessions:
+            with contextlib.suppress(SessionClosedError):
+                session.close()
+        for session in sessions:
+            session._release()  # a template whose forks were not all closed
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        for pool in self._pools.values():
+            pool.close()
+
+
+def _check_files(files: Mapping[str, str | bytes], limits: SessionLimits) -> None:
+    if not isinstance(files, Mapping) or not all(isinstance(v, str | bytes) for v in files.values()):
+        raise InvalidRequestError("files must map relative paths to str or bytes")
+    space = Limits(workdir_mb=limits.workdir_mb, workdir_inodes=limits.workdir_inodes)
+    problems = work_path_problems(list(files), None) or workdir_space_problems(files, " ", space)
+    if problems:
+        raise InvalidRequestError("; ".join(f"{field}: {message}" for field, message in problems))
+
+
+def _zygote_status(pool: WorkerPool, worker: Worker) -> Callable[[float], int | None]:
+    def wait_status(timeout_s: float) -> int | None:
+        ended = pool.wait_exit(worker, timeout_s)
+        return ended.status if ended is not None else None
+
+    return wait_status
+
+
+def _write_line(worker: Worker, message: dict[str, Any]) -> None:
+    """One line to a sandbox that is starting (blocking: its pid 1 reads it whole before anything else)."""
+    data = memoryview(json.dumps(message).encode() + b"\n")
+    os.set_blocking(worker.job_w, True)
+    try:
+        while data:
+            data = data[os.write(worker.job_w, data) :]
+    except BrokenPipeError as exc:
+        raise SandboxFailure("the session sandbox exited before reading its set-up") from exc
+
+
+def _host_pid(pidfd: int) -> int:
+    """The pid (in this process's pid namespace) of the process ``pidfd`` refers to."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as fh:
+        for line in fh:
+            if line.startswith("Pid:"):
+                pid = int(line.split()[1])
+                if pid > 0:
+                    return pid
+    raise SandboxFailure("the fork ended before the parent could move it into its cgroups")
+
+
+def start_fork(
+    pool: WorkerPool, control: socket.socket, index: int, limits: SessionLimits,
+    reply: Callable[[], tuple[dict[str, Any], list[int]]],
+) -> tuple[Worker, int]:  # fmt: skip
+    """The parent's part of one fork: a slot, four pipes, the request to the template (with the child
+    ends), then the fork's pidfd back, the move into the slot's cgroups and the ``go``. Returns the fork
+    as a ``Worker`` (for ``pool.release``) and its pid in the template's namespace."""
+    slot = pool.take_slot(SLOT_TIMEOUT_S)
+    cgroup = pool.cgroups.slots[slot] if pool.cgroups is not None else None
+    pipes = [os.pipe() for _ in range(4)]  # job, result, stdout, stderr
+    ours = [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
+    theirs = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
+    pidfd = -1
+    try:
+        if cgroup is not None:
+            cgroup.set_limits(memory_mb=limits.memory_mb, max_processes=limits.max_processes + 2)
+        child = {
+            "uid": pool.uid_base + slot, "slot": slot, "workdir_mb": limits.workdir_mb,
+            "workdir_inodes": limits.workdir_inodes, "limits": limits.jail_limits(),
+        }  # fmt: skip
+        socket.send_fds(control, [json.dumps({"op": "fork", "i": index, "child": child}).encode()], theirs)
+        for fd in theirs:
+            os.close(fd)
+        theirs = []
+        answer, fds = reply()
+        if answer.get("op") != "forked" or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise SandboxFailure(f"the template could not fork: {answer.get('error', answer)}")
+        pidfd = fds[0]
+        host_pid = _host_pid(pidfd)
+        if cgroup is not None:
+            cgroup.attach(host_pid)
+        os.write(ours[0], b"go\n")
+    except BaseException:
+        if pidfd >= 0:  # it may still be in the template's cgroup: kill it by its pidfd
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        for fd in [*ours, *theirs, *([pidfd] if pidfd >= 0 else [])]:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        pool.return_slot(slot)
+        raise
+    key = (limits.workdir_mb, limits.workdir_inodes)
+    worker = Worker(0, host_pid, key, slot, ours[0], ours[1], ours[2], ours[3], pidfd)
+    return worker, int(answer["pid"])
