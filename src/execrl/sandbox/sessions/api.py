@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from execrl.sandbox.errors import SandboxFailure
-from execrl.sandbox.pool import Worker, WorkerPool
+from execrl.sandbox.pool import WorkerPool
 from execrl.sandbox.sessions import driver
 from execrl.sandbox.sessions.judge import ended_answer, judge_cell, refused_cell
 from execrl.sandbox.sessions.types import (
@@ -372,20 +372,22 @@ class SessionTemplate(_SessionBase):
 
     # -- forking ---------------------------------------------------------------------------------------
     def _fork(self, n: int, limits: SessionLimits) -> list[Session]:
-        from execrl.sandbox.sessions.manager import start_fork  # the parent-side steps of one fork
+        from execrl.sandbox.sessions.manager import PendingFork  # the parent's steps of one fork
 
-        made: list[tuple[Worker, int]] = []
+        pending: list[PendingFork] = []
         try:
             for i in range(n):
-                made.append(start_fork(self._pool, self._control, i, limits, self._reply))
+                pending.append(PendingFork(self._pool, limits, i))
+                pending[-1].send(self._control)
+            made = [fork.finish(self._reply) for fork in pending]
             endpoints = []
             for worker, nspid in made:
                 endpoint = driver.Endpoint(worker, self._pool.slot(worker), self._status_of(nspid))
                 endpoint.wait_ready()
                 endpoints.append(endpoint)
         except BaseException:
-            for worker, _ in made:
-                self._pool.release(worker)
+            for fork in pending:
+                fork.abandon()
             raise
         forks = []
         for endpoint in endpoints:

@@ -44,8 +44,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import json
 import os
+import re
 import select
 import socket
 import stat
@@ -95,6 +97,9 @@ def template_main(spec: jail.JailSpec, reader: kernel.Lines, opening: dict[str, 
             if fd == worker.JOB_FD:
                 _setup_cell(reader, namespace, forked)
             elif fd == control.fileno():
+                if not forked:  # the setup's objects to the permanent generation: no collection in a
+                    gc.collect()  # fork walks (and copy-on-write faults) them, as in the zygote
+                    gc.freeze()
                 forked = True
                 _fork_request(control, spec, namespace, forks)
             else:
@@ -339,19 +344,21 @@ def _reopen(reopen: list[tuple[int, str, int, int, int]]) -> None:
         os.close(new)
 
 
+_SHARED = re.compile(rb"^([0-9a-f]+)-([0-9a-f]+) ([r-])([w-])([x-])s ", re.MULTILINE)
+
+
 def _privatise_shared_mappings() -> None:
     """Replace every shared mapping by a private anonymous one holding the same bytes. Read through
     ``/proc/self/mem``, which answers EIO (not SIGBUS) for pages past the end of a mapped file."""
-    with open("/proc/self/maps") as fh:
-        lines = fh.read().splitlines()
+    with open("/proc/self/maps", "rb") as fh:
+        shared = _SHARED.findall(fh.read())
+    if not shared:
+        return
     mem = os.open("/proc/self/mem", os.O_RDWR | os.O_CLOEXEC)
     try:
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 5 or fields[1][3] != "s":
-                continue
-            start, end = (int(part, 16) for part in fields[0].split("-"))
-            prot = sum(bit for bit, flag in zip((1, 2, 4), fields[1][:3], strict=True) if flag != "-")
+        for low, high, read, write, execute in shared:
+            start, end = int(low, 16), int(high, 16)
+            prot = (read == b"r") | (write == b"w") << 1 | (execute == b"x") << 2
             data = _read_memory(mem, start, end - start)
             linux.map_anonymous_fixed(start, end - start, prot)
             for offset in range(0, len(data), CHUNK):

@@ -31,7 +31,7 @@ from execrl.sandbox.sessions.api import Session, SessionTemplate, _SessionBase, 
 from execrl.sandbox.sessions.types import CellResult, SessionClosedError, SessionLimits
 from execrl.sandbox.types import Limits, work_path_problems, workdir_space_problems
 
-__all__ = ["SessionManager", "start_fork"]
+__all__ = ["PendingFork", "SessionManager"]
 
 T = TypeVar("T")
 WATCH_INTERVAL_S = 0.1
@@ -227,49 +227,67 @@ def _host_pid(pidfd: int) -> int:
     raise SandboxFailure("the fork ended before the parent could move it into its cgroups")
 
 
-def start_fork(
-    pool: WorkerPool, control: socket.socket, index: int, limits: SessionLimits,
-    reply: Callable[[], tuple[dict[str, Any], list[int]]],
-) -> tuple[Worker, int]:  # fmt: skip
-    """The parent's part of one fork: a slot, four pipes, the request to the template (with the child
-    ends), then the fork's pidfd back, the move into the slot's cgroups and the ``go``. Returns the fork
-    as a ``Worker`` (for ``pool.release``) and its pid in the template's namespace."""
-    slot = pool.take_slot(SLOT_TIMEOUT_S)
-    cgroup = pool.cgroups.slots[slot] if pool.cgroups is not None else None
-    pipes = [os.pipe() for _ in range(4)]  # job, result, stdout, stderr
-    ours = [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
-    theirs = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
-    pidfd = -1
-    try:
-        if cgroup is not None:
-            cgroup.set_limits(memory_mb=limits.memory_mb, max_processes=limits.max_processes + 2)
+class PendingFork:
+    """The parent's part of one fork: a slot and four pipes, the request to the template (with the
+    child's ends), then (``finish``) the fork's pidfd back, the move into the slot's cgroups and the
+    ``go``. Requests for all forks of a call are sent before the first reply is read, so the template
+    clones one while the parent moves the previous into its cgroups."""
+
+    def __init__(self, pool: WorkerPool, limits: SessionLimits, index: int) -> None:
+        self.pool = pool
+        self.limits = limits
+        self.index = index
+        self.slot = pool.take_slot(SLOT_TIMEOUT_S)
+        self.cgroup = pool.cgroups.slots[self.slot] if pool.cgroups is not None else None
+        pipes = [os.pipe() for _ in range(4)]  # job, result, stdout, stderr
+        self.ours = [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
+        self.theirs = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
+        self.pidfd = -1
+        self.worker: Worker | None = None
+
+    def send(self, control: socket.socket) -> None:
+        limits = self.limits
+        if self.cgroup is not None:
+            self.cgroup.set_limits(memory_mb=limits.memory_mb, max_processes=limits.max_processes + 2)
         child = {
-            "uid": pool.uid_base + slot, "slot": slot, "workdir_mb": limits.workdir_mb,
+            "uid": self.pool.uid_base + self.slot, "slot": self.slot, "workdir_mb": limits.workdir_mb,
             "workdir_inodes": limits.workdir_inodes, "limits": limits.jail_limits(),
         }  # fmt: skip
-        socket.send_fds(control, [json.dumps({"op": "fork", "i": index, "child": child}).encode()], theirs)
-        for fd in theirs:
-            os.close(fd)
-        theirs = []
+        message = json.dumps({"op": "fork", "i": self.index, "child": child}).encode()
+        socket.send_fds(control, [message], self.theirs)
+        self._close(self.theirs)
+        self.theirs = []
+
+    def finish(self, reply: Callable[[], tuple[dict[str, Any], list[int]]]) -> tuple[Worker, int]:
+        """Returns the fork as a ``Worker`` (for ``pool.release``) and its pid in the template's
+        namespace (the key of its exit status)."""
         answer, fds = reply()
         if answer.get("op") != "forked" or len(fds) != 1:
-            for fd in fds:
-                os.close(fd)
+            self._close(fds)
             raise SandboxFailure(f"the template could not fork: {answer.get('error', answer)}")
-        pidfd = fds[0]
-        host_pid = _host_pid(pidfd)
-        if cgroup is not None:
-            cgroup.attach(host_pid)
-        os.write(ours[0], b"go\n")
-    except BaseException:
-        if pidfd >= 0:  # it may still be in the template's cgroup: kill it by its pidfd
+        self.pidfd = fds[0]
+        host_pid = _host_pid(self.pidfd)
+        if self.cgroup is not None:
+            self.cgroup.attach(host_pid)
+        os.write(self.ours[0], b"go\n")
+        key = (self.limits.workdir_mb, self.limits.workdir_inodes)
+        self.worker = Worker(0, host_pid, key, self.slot, *self.ours, self.pidfd)
+        return self.worker, int(answer["pid"])
+
+    def abandon(self) -> None:
+        """Undo: kill the fork if it exists (by its pidfd: it may still be in the template's cgroup),
+        close the pipes and give the slot back."""
+        if self.worker is not None:
+            self.pool.release(self.worker)
+            return
+        if self.pidfd >= 0:
             with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        for fd in [*ours, *theirs, *([pidfd] if pidfd >= 0 else [])]:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        self._close([*self.ours, *self.theirs, *([self.pidfd] if self.pidfd >= 0 else [])])
+        self.pool.return_slot(self.slot)
+
+    @staticmethod
+    def _close(fds: list[int]) -> None:
+        for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
-        pool.return_slot(slot)
-        raise
-    key = (limits.workdir_mb, limits.workdir_inodes)
-    worker = Worker(0, host_pid, key, slot, ours[0], ours[1], ours[2], ours[3], pidfd)
-    return worker, int(answer["pid"])
