@@ -441,15 +441,19 @@ class WorkerPool:
                 finally:
                     self.waiting -= 1
 
-    def spawn_dedicated(self, key: WorkerKey, role: str, timeout_s: float = 30.0) -> Worker:
+    def spawn_dedicated(
+        self, key: WorkerKey, role: str, slot_timeout_s: float = 30.0, build_timeout_s: float = 30.0
+    ) -> Worker:
         """A worker built for one caller, never parked nor hinted: a session's pid 1 (``sessions/``,
-        ``role`` ``"session"`` or ``"template"``). Waits up to ``timeout_s`` for a free slot."""
-        deadline = time.monotonic() + timeout_s
+        ``role`` ``"session"`` or ``"template"``). Waits up to ``slot_timeout_s`` for a free slot, then
+        up to ``build_timeout_s`` for the worker."""
+        deadline = time.monotonic() + slot_timeout_s
         with self.cond:
             while not self.free_slots:
                 self._wait_or_fail(
-                    deadline, f"no free sandbox slot within {timeout_s:.0f} s ({self.slots} in all)"
+                    deadline, f"no free sandbox slot within {slot_timeout_s:g} s ({self.slots} in all)"
                 )
+            deadline = time.monotonic() + build_timeout_s
             if not self.alive():
                 self._restart()
             token = self._spawn(key, unhinted=True, role=role)
@@ -460,7 +464,7 @@ class WorkerPool:
                 while self.claims[token] is None:
                     if token not in self.pending:
                         raise SandboxFailure("the zygote exited while building a session worker")
-                    self._wait_or_fail(deadline, f"no session worker within {timeout_s:.0f} s")
+                    self._wait_or_fail(deadline, f"no session worker within {build_timeout_s:g} s")
                 claim = self.claims[token]
             finally:
                 self.claims.pop(token, None)
@@ -484,7 +488,7 @@ class WorkerPool:
         with self.cond:
             while not self.free_slots:
                 self._wait_or_fail(
-                    deadline, f"no free sandbox slot within {timeout_s:.0f} s ({self.slots} in all)"
+                    deadline, f"no free sandbox slot within {timeout_s:g} s ({self.slots} in all)"
                 )
             return self.free_slots.popleft()
 

@@ -387,7 +387,7 @@ class SessionTemplate(_SessionBase):
                 endpoints.append(endpoint)
         except BaseException:
             for fork in pending:
-                fork.abandon()
+                fork.abandon(self._reply)
             raise
         forks = []
         for endpoint in endpoints:

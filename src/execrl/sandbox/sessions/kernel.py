@@ -48,7 +48,7 @@ CELL_FILE = "<cell {}>"  # the file name of cell ``i`` in tracebacks (and in ``l
 TRACEBACK_LINES = 40  # at most this many lines of a cell's traceback are reported
 LINE_CHARS = 2000  # and each line cut at this many characters
 MESSAGE_CHARS = 4000
-_state = {"in_cell": False}
+_state = {"in_cell": False, "interrupted": False}
 
 
 class Lines:
@@ -85,8 +85,21 @@ def send(fd: int, record: dict[str, Any]) -> None:
 
 def _on_sigint(signum: int, frame: object) -> None:
     """Interrupt the cell that runs; an interrupt between cells (a late one) is dropped."""
+    _state["interrupted"] = True
     if _state["in_cell"]:
         raise KeyboardInterrupt
+
+
+def _reap_killed_children() -> None:
+    """After an interrupt the session's pid 1 has killed every process but this one: reap those that
+    were this process's own children (their zombies would count against the process limit)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def install_interrupt_handler() -> None:
@@ -175,12 +188,15 @@ def run_cell(namespace: dict[str, Any], code: str, index: int, max_repr: int) ->
     """One cell: its record (``status`` ok with the repr of the last expression, or error)."""
     filename = CELL_FILE.format(index)
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    _state["interrupted"] = False
     try:
         value, exc = _execute(namespace, code, filename)
     except KeyboardInterrupt as late:  # the interrupt landed right after the cell's code ended
         _state["in_cell"] = False
         value, exc = None, late
     _flush()
+    if _state["interrupted"]:
+        _reap_killed_children()
     if exc is not None:
         return _error(exc)
     if value is None:

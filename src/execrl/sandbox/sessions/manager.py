@@ -243,6 +243,8 @@ class PendingFork:
         self.ours = [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
         self.theirs = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
         self.pidfd = -1
+        self.sent = False
+        self.answered = False
         self.worker: Worker | None = None
 
     def send(self, control: socket.socket) -> None:
@@ -255,6 +257,7 @@ class PendingFork:
         }  # fmt: skip
         message = json.dumps({"op": "fork", "i": self.index, "child": child}).encode()
         socket.send_fds(control, [message], self.theirs)
+        self.sent = True
         self._close(self.theirs)
         self.theirs = []
 
@@ -262,24 +265,34 @@ class PendingFork:
         """Returns the fork as a ``Worker`` (for ``pool.release``) and its pid in the template's
         namespace (the key of its exit status)."""
         answer, fds = reply()
+        self.answered = True
         if answer.get("op") != "forked" or len(fds) != 1:
             self._close(fds)
             raise SandboxFailure(f"the template could not fork: {answer.get('error', answer)}")
         self.pidfd = fds[0]
-        host_pid = _host_pid(self.pidfd)
-        if self.cgroup is not None:
-            self.cgroup.attach(host_pid)
-        os.write(self.ours[0], b"go\n")
+        try:
+            host_pid = _host_pid(self.pidfd)
+            if self.cgroup is not None:
+                self.cgroup.attach(host_pid)
+            os.write(self.ours[0], b"go\n")
+        except OSError as exc:
+            raise SandboxFailure(f"the fork ended before it was moved into its cgroups: {exc}") from exc
         key = (self.limits.workdir_mb, self.limits.workdir_inodes)
         self.worker = Worker(0, host_pid, key, self.slot, *self.ours, self.pidfd)
         return self.worker, int(answer["pid"])
 
-    def abandon(self) -> None:
+    def abandon(self, reply: Callable[[float], tuple[dict[str, Any], list[int]]]) -> None:
         """Undo: kill the fork if it exists (by its pidfd: it may still be in the template's cgroup),
-        close the pipes and give the slot back."""
+        close the pipes and give the slot back. A request sent but not answered yet has its answer read
+        here, so that the next fork call never reads a stale one."""
         if self.worker is not None:
             self.pool.release(self.worker)
             return
+        if self.sent and not self.answered:
+            with contextlib.suppress(SandboxFailure):
+                _, fds = reply(5.0)
+                self.pidfd = fds[0] if fds else -1
+                self._close(fds[1:])
         if self.pidfd >= 0:
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)

@@ -11,8 +11,8 @@ the session's init:
 * it holds none of the session's pipes (they are ``K``'s), so it never reads anything a cell wrote;
 * it reaps every orphan a cell leaves behind (a pid namespace's orphans go to its pid 1), so zombies
   never pile up against the process limit;
-* on SIGINT from the parent (a cell hit a limit) it kills every process of the session but ``K`` and
-  relays the interrupt to ``K``;
+* on SIGINT from the parent (a cell hit a limit) it stops ``K``, kills every other process of the
+  session, and relays the interrupt to ``K`` as it lets it run again;
 * when ``K`` ends it kills what is left and exits with ``K``'s status (``128 + n`` for a signal ``n``),
   which the zygote (or the template, for a fork) reports to the parent: how the interpreter died comes
   from outside the interpreter.
@@ -91,20 +91,24 @@ def kill_all_but(keep: int) -> None:
     for _ in range(1000):
         others = [pid for pid in _visible_pids() if pid != keep]
         if not others:
-            return
+            break
         for pid in others:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         _reap_orphans(keep)
+    _reap_orphans(keep)
 
 
 def _init(kernel_pid: int) -> NoReturn:
     """The rest of pid 1's life: reap, relay interrupts, and exit with the interpreter's status."""
 
     def interrupt(signum: int, frame: object) -> None:
-        kill_all_but(kernel_pid)
+        """Stop the interpreter (so that it starts nothing new), kill the rest, then interrupt it."""
         with contextlib.suppress(ProcessLookupError):
-            os.kill(kernel_pid, signal.SIGINT)
+            os.kill(kernel_pid, signal.SIGSTOP)
+            kill_all_but(kernel_pid)
+            os.kill(kernel_pid, signal.SIGINT)  # delivered once it runs again
+            os.kill(kernel_pid, signal.SIGCONT)
 
     signal.signal(signal.SIGINT, interrupt)
     while True:
