@@ -20,7 +20,10 @@ def test_globals_imports_and_files_persist(sandbox: Sandbox) -> None:
         assert session.run("import math\nx, y = map(int, open('data/in.txt').read().split())").passed
         assert session.run("def hyp(a, b):\n    return math.hypot(a, b)").passed
         assert session.run("open('out.txt', 'w').write(str(hyp(x, y)))").value == "3"
-        assert session.run("open('out.txt').read(), open('raw.bin', 'rb').read()").value == "('5.0', b'\\x00\\xff')"
+        assert (
+            session.run("open('out.txt').read(), open('raw.bin', 'rb').read()").value
+            == "('5.0', b'\\x00\\xff')"
+        )
         assert session.cells_run == 4
 
 
@@ -61,7 +64,11 @@ def test_syntax_error_and_system_exit_keep_the_session(sandbox: Sandbox) -> None
         assert syntax.error_type == "SyntaxError" and syntax.session_alive
         assert any("<cell 2>" in line for line in syntax.traceback)
         exit_ = session.run("import sys; sys.exit(3)")
-        assert (exit_.verdict, exit_.error_type, exit_.session_alive) == (Verdict.RUNTIME_ERROR, "SystemExit", True)
+        assert (exit_.verdict, exit_.error_type, exit_.session_alive) == (
+            Verdict.RUNTIME_ERROR,
+            "SystemExit",
+            True,
+        )
         assert session.run("kept").value == "1"
 
 

@@ -27,8 +27,9 @@ an untrusted cell), makes itself a sandbox as separate from its siblings as two 
 4. memory: every shared mapping it inherited (``MAP_SHARED`` file or anonymous memory, memfds, System V
    segments) is replaced by a private copy at the same address, so a write by one sibling is never seen
    by another. Private mappings are copy-on-write already.
-5. random state: ``random`` and ``numpy.random``'s global generators are reseeded (no at-fork hook runs:
-   the clone is a raw system call, so no hook a setup cell registered runs either).
+5. random state: ``random`` and ``numpy.random``'s global generators are reseeded (the clone is a raw
+   system call, so no at-fork hook runs in it while it is privileged; the hooks the setup registered run
+   once the fork's init starts the interpreter with ``os.fork``, after step 6, as that fork's code).
 6. privileges: a new session, the hard rlimits, its slot's own uid, no capabilities, ``no_new_privs``,
    not dumpable, the seccomp deny list and Python's allow list (``jail.lock_down``), as every sandbox.
 
