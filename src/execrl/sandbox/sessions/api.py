@@ -80,6 +80,7 @@ class _SessionBase:
         self._cpu_s = 0.0
         self._peak_mb = 0.0
         self._ending: CellResult | None = None  # how the session ended (answered to later cells)
+        self._ended_at = 0.0
         self._closed = False
         self._released = False
 
@@ -91,6 +92,10 @@ class _SessionBase:
     @property
     def cells_run(self) -> int:
         return self._cells
+
+    def ended_for(self, now: float) -> float:
+        """Seconds since the session ended (0 while it is alive)."""
+        return now - self._ended_at if self._ending is not None else 0.0
 
     def stats(self) -> SessionStats:
         with self._lock:
@@ -204,6 +209,7 @@ class _SessionBase:
         """The session ended (a cell's result says how): kill what is left and free the slot."""
         if self._ending is None:
             self._ending = result
+            self._ended_at = time.monotonic()
         self._release()
 
     def _end_from(self, out: driver.Outcome, index: int) -> None:

@@ -36,6 +36,7 @@ __all__ = ["PendingFork", "SessionManager"]
 T = TypeVar("T")
 WATCH_INTERVAL_S = 0.1
 SLOT_TIMEOUT_S = 5.0
+FORGET_AFTER_S = 600.0  # an ended session nobody closed is forgotten this long after it ended
 
 
 class SessionManager:
@@ -147,9 +148,9 @@ class SessionManager:
         with self._lock:
             return self._sessions.get(session_id)
 
-    def count(self) -> int:
+    def count(self, *, alive_only: bool = False) -> int:
         with self._lock:
-            return len(self._sessions)
+            return sum(1 for s in self._sessions.values() if s.alive or not alive_only)
 
     def pools(self) -> list[WorkerPool]:
         with self._lock:
@@ -168,6 +169,8 @@ class SessionManager:
             now = time.monotonic()
             for session in sessions:
                 session.watch(now)
+                if session.ended_for(now) > max(FORGET_AFTER_S, session.limits.idle_timeout_s):
+                    session.close()  # nobody asked for its ending: forget it (its slot is long free)
 
     def close(self) -> None:
         """Kill every session (forks first, then templates) and stop the session pools."""
