@@ -385,15 +385,15 @@ class SessionTemplate(_SessionBase):
             for i in range(n):
                 pending.append(PendingFork(self._pool, limits, i))
                 pending[-1].send(self._control)
-            made = [fork.finish(self._reply) for fork in pending]
+            made = [waiting.finish(self._reply) for waiting in pending]
             endpoints = []
             for worker, nspid in made:
                 endpoint = driver.Endpoint(worker, self._pool.slot(worker), self._status_of(nspid))
                 endpoint.wait_ready()
                 endpoints.append(endpoint)
         except BaseException:
-            for fork in pending:
-                fork.abandon(self._reply)
+            for waiting in pending:
+                waiting.abandon(self._reply)
             raise
         forks = []
         for endpoint in endpoints:

@@ -225,14 +225,17 @@ class _Endpoints:
         full = self.room(1)
         if full is not None:
             return full
-        kwargs = {"runtime": body.runtime, "limits": limits, "files": files}
+        manager, runtime = self.manager, body.runtime
+        session: _SessionBase
         if body.template:
-            template, setup = await self.manager.in_thread(
-                lambda: self.manager.open_template(setup=body.setup, **kwargs)
+            session, setup = await manager.in_thread(
+                lambda: manager.open_template(setup=body.setup, runtime=runtime, limits=limits, files=files)
             )
-            session: _SessionBase = template
         else:
-            session, setup = await self.manager.in_thread(lambda: self.manager.open_session(**kwargs)), []
+            session = await manager.in_thread(
+                lambda: manager.open_session(runtime=runtime, limits=limits, files=files)
+            )
+            setup = []
         self.opened.add(session.id)
         return web.json_response(
             {

@@ -109,7 +109,7 @@ def install_interrupt_handler() -> None:
 def _compile(code: str, filename: str) -> tuple[Any, Any]:
     """The cell as a statement block and, when it ends with an expression, that expression on its own
     (evaluated for its repr, as Jupyter's ``execute_result``)."""
-    tree = compile(code, filename, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+    tree: Any = compile(code, filename, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
     last = None
     if tree.body and isinstance(tree.body[-1], _ast.Expr):  # ``_ast``: the ``ast`` module costs the zygote
         last = _ast.Expression(tree.body.pop().value)

@@ -281,7 +281,8 @@ class PendingFork:
         except OSError as exc:
             raise SandboxFailure(f"the fork ended before it was moved into its cgroups: {exc}") from exc
         key = (self.limits.workdir_mb, self.limits.workdir_inodes)
-        self.worker = Worker(0, host_pid, key, self.slot, *self.ours, self.pidfd)
+        job_w, res_r, out_r, err_r = self.ours
+        self.worker = Worker(0, host_pid, key, self.slot, job_w, res_r, out_r, err_r, self.pidfd)
         return self.worker, int(answer["pid"])
 
     def abandon(self, reply: Callable[[float], tuple[dict[str, Any], list[int]]]) -> None:
