@@ -147,7 +147,8 @@ from execrl.sandbox.backends import list_backends, register_backend
 from execrl.sandbox.errors import InvalidRequestError, SandboxError, SandboxFailure, UnsupportedHostError
 from execrl.sandbox.languages import Language, list_languages, register_language
 from execrl.sandbox.runtimes import Runtime, list_runtimes, register_runtime
-from execrl.sandbox.sessions.api import Session, SessionTemplate
+from execrl.sandbox.sessions.api import Session
+from execrl.sandbox.sessions.template import SessionTemplate
 from execrl.sandbox.sessions.types import (
     CellResult,
     SessionClosedError,

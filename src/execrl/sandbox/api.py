@@ -27,8 +27,9 @@ from execrl.sandbox.pool import WorkerPool
 from execrl.sandbox.runner import Driver, RunState, build_job, encode_job, job_fields
 from execrl.sandbox.runtimes import DEFAULT_RUNTIME, Runtime, resolve_runtime
 from execrl.sandbox.seccomp import POLICIES as SECCOMP_POLICIES
-from execrl.sandbox.sessions.api import Session, SessionTemplate
+from execrl.sandbox.sessions.api import Session
 from execrl.sandbox.sessions.manager import SessionManager
+from execrl.sandbox.sessions.template import SessionTemplate
 from execrl.sandbox.sessions.types import SessionError, SessionLimits
 from execrl.sandbox.types import (
     CallTest,

@@ -18,7 +18,7 @@ _PUBLIC = {
     "SessionForkError": "types",
     "SessionLimits": "types",
     "Session": "api",
-    "SessionTemplate": "api",
+    "SessionTemplate": "template",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -39,8 +39,9 @@ from execrl.sandbox.serialize import (
     find_unencodable,
     problems_from_validation_error,
 )
-from execrl.sandbox.sessions.api import SessionTemplate, _SessionBase
+from execrl.sandbox.sessions.api import _SessionBase
 from execrl.sandbox.sessions.manager import SessionManager
+from execrl.sandbox.sessions.template import SessionTemplate
 from execrl.sandbox.sessions.types import SessionError, SessionForkError, SessionLimits
 from execrl.sandbox.types import fetch_path_problems
 

@@ -27,7 +27,8 @@ from execrl.sandbox.errors import InvalidRequestError, SandboxFailure, Unsupport
 from execrl.sandbox.pool import Worker, WorkerPool
 from execrl.sandbox.runtimes import DEFAULT_RUNTIME, resolve_runtime
 from execrl.sandbox.sessions import driver
-from execrl.sandbox.sessions.api import Session, SessionTemplate, _SessionBase, encode_files
+from execrl.sandbox.sessions.api import Session, _SessionBase, encode_files
+from execrl.sandbox.sessions.template import SessionTemplate
 from execrl.sandbox.sessions.types import CellResult, SessionClosedError, SessionLimits
 from execrl.sandbox.types import Limits, work_path_problems, workdir_space_problems
 
