@@ -132,3 +132,11 @@ def test_stats_report_cells_cpu_and_memory(sandbox: Sandbox) -> None:
         stats = session.stats()
     assert stats.alive and stats.cells == 1 and stats.cpu_s > 0
     assert stats.memory_mb >= 20 and stats.peak_memory_mb >= 20
+
+
+def test_sessions_need_the_namespace_backend() -> None:
+    from execrl.sandbox import SandboxConfig, UnsupportedHostError
+
+    with Sandbox(SandboxConfig(backend="unisolated", workers=1)) as unisolated:
+        with pytest.raises(UnsupportedHostError, match="namespace backend"):
+            unisolated.open_session()
