@@ -113,3 +113,16 @@ def test_numpy_state_forks(sandbox: Sandbox) -> None:
     finally:
         for fork in forks:
             fork.close()
+
+
+def test_forks_beyond_the_templates_process_limit(sandbox: Sandbox) -> None:
+    """A fork is born in the template's cgroup: the parent keeps no more requests ahead of the replies
+    than the template's process limit leaves room for, so many forks of a tight template all start."""
+    template = sandbox.open_template(setup=["x = 1"], limits=SessionLimits(max_processes=1))
+    forks = template.fork(4)
+    template.close()
+    try:
+        assert [fork.run("x").value for fork in forks] == ["1"] * 4
+    finally:
+        for fork in forks:
+            fork.close()

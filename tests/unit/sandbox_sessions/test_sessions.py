@@ -137,6 +137,8 @@ def test_stats_report_cells_cpu_and_memory(sandbox: Sandbox) -> None:
 def test_sessions_need_the_namespace_backend() -> None:
     from execrl.sandbox import SandboxConfig, UnsupportedHostError
 
-    with Sandbox(SandboxConfig(backend="unisolated", workers=1)) as unisolated:
-        with pytest.raises(UnsupportedHostError, match="namespace backend"):
-            unisolated.open_session()
+    with (
+        Sandbox(SandboxConfig(backend="unisolated", workers=1)) as unisolated,
+        pytest.raises(UnsupportedHostError, match="namespace backend"),
+    ):
+        unisolated.open_session()
