@@ -6,6 +6,7 @@ Endpoints (all JSON):
     POST /v1/execute_batch  {"requests": [ExecutionRequest, ...]}      -> {"results": [...]} (input order)
     POST /run_code          SandboxFusion's request (see ``fusion.py``) -> SandboxFusion's response
     GET  /v1/ping           -> "pong"
+    /v1/sessions..., POST /run_jupyter: sandbox sessions (``sessions/http.py``)
 
 verl's SandboxFusion reward client works unchanged: set its ``sandbox_fusion_url`` to
 ``http://HOST:PORT/run_code`` (see ``fusion.py`` for where the semantics differ and why).

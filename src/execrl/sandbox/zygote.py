@@ -13,7 +13,8 @@ Protocol over a ``SOCK_SEQPACKET`` Unix socket pair (one message per datagram):
 * parent -> zygote: ``{"op": "spawn", "token": int, "spec": {...JailSpec fields...}}``;
 * zygote -> parent: ``{"token": int, "pid": int, "slot": int}`` plus five descriptors by ``SCM_RIGHTS``:
   the job pipe (write end), the result pipe, stdout and stderr (read ends) and a pidfd of the worker's
-  pid 1, which the parent polls for exit and signals without pid-reuse races. On failure:
+  pid 1, which the parent polls for exit and signals without pid-reuse races (a session template,
+  ``spec.role == "template"``, sends a sixth: its control socket, ``sessions/forking.py``). On failure:
   ``{"token", "error"}``.
 * zygote -> parent, when a worker's pid 1 has been reaped: ``{"exited": pid, "status": wait status,
   "cpu_hard_s": its hard CPU rlimit at death or null}``.
