@@ -71,6 +71,35 @@ trained against it would learn:
   shape (a job of another shape would be a ``sandbox_error``, never a run under the wrong limits).
   ``tests/security/test_warm_hazards.py`` runs the hostile Bash program warm.
 
+* Sessions (``sessions/``): a persistent interpreter in a worker built exactly as a run's (the same
+  namespaces, tmpfs, slot uid, cgroups, rlimits, seccomp deny list plus Python's allow list); its pid 1
+  is a small init that holds none of the session's pipes, reaps orphans, relays interrupts and exits
+  with the interpreter's status, and the parent enforces every limit from outside (wall clock, the
+  cgroup's CPU, memory and OOM counter, output, the session's CPU, lifetime and idle time). What a cell
+  reports about itself (stdout, the repr of its value, its exception) is that cell's own untrusted
+  output, forgeable by an earlier cell of the same session and never a reward (a tool episode's answer
+  is judged in a fresh sandbox); what the parent measures is not forgeable. Forks, and their rule: only
+  a ``SessionTemplate`` forks, and it runs only trusted setup cells (a task's code, never a model's);
+  a session that ran an untrusted cell never forks, because anything in its process (``os.fork``,
+  at-fork hooks, this package's own functions) may have been replaced, and isolation between copies of
+  it could not be set up by code running in it. The template keeps root in its jail (no seccomp
+  filter; its setup cells run with its slot's uid as effective uid, a barrier against accidents only,
+  so a malicious setup cell is root on the host: over HTTP templates are refused unless the server runs
+  with ``--session-templates``). Each fork is cloned by the template's own code into new pid, mount,
+  ipc, uts and network namespaces and, before any untrusted byte runs, closes every inherited
+  descriptor but its own four pipes (read-only system files and ``/dev/null``-like devices aside;
+  work-directory files are reopened on its copy), waits to be moved into its own slot's cgroups and
+  enters a cgroup namespace there, mounts its own ``/proc`` and tmpfs with a copy of the template's
+  files, replaces every shared mapping with a private copy, reseeds ``random`` and ``numpy.random``,
+  and locks down like every sandbox under its own slot's uid. Siblings are then isolated as two
+  sandboxes are: disjoint pid namespaces (no pid to signal, ``pidfd_open`` or ``ptrace``), mount, ipc
+  and network namespaces (no shared file, System V object or abstract socket), uids and cgroups; the
+  template is outside all of them (``tests/security/test_session_hazards.py``). Memory: a fork's cgroup
+  bounds what it allocates after the fork; the pages it shares stay charged to the template's cgroup
+  (and the forks' namespaces' kernel memory too), whose slot is held until its last fork ends.
+  Limits: siblings share physical pages and the page cache copy-on-write, so timing side channels
+  through them remain, as between any sandboxes on one kernel.
+
 Limits, stated plainly: the kernel is shared, so it is not a boundary against kernel exploits (use a VM
 tier for hostile multi-tenant use), and the allow list narrows the kernel code a program reaches
 without removing the common calls (``read``, ``mmap``, ``futex``...) an exploit can also use; timing side channels
@@ -118,6 +147,15 @@ from execrl.sandbox.backends import list_backends, register_backend
 from execrl.sandbox.errors import InvalidRequestError, SandboxError, SandboxFailure, UnsupportedHostError
 from execrl.sandbox.languages import Language, list_languages, register_language
 from execrl.sandbox.runtimes import Runtime, list_runtimes, register_runtime
+from execrl.sandbox.sessions.api import Session
+from execrl.sandbox.sessions.template import SessionTemplate
+from execrl.sandbox.sessions.types import (
+    CellResult,
+    SessionClosedError,
+    SessionError,
+    SessionForkError,
+    SessionLimits,
+)
 from execrl.sandbox.types import (
     CallTest,
     CodeTest,
@@ -132,6 +170,7 @@ from execrl.sandbox.types import (
 
 __all__ = [
     "CallTest",
+    "CellResult",
     "CodeTest",
     "ExecutionRequest",
     "ExecutionResult",
@@ -144,6 +183,12 @@ __all__ = [
     "SandboxConfig",
     "SandboxError",
     "SandboxFailure",
+    "Session",
+    "SessionClosedError",
+    "SessionError",
+    "SessionForkError",
+    "SessionLimits",
+    "SessionTemplate",
     "TestCase",
     "TestResult",
     "UnsupportedHostError",

@@ -255,11 +255,49 @@ def _serve_handler(args: argparse.Namespace) -> int:
             allowed_origins=tuple(args.allow_origin),
             run_code_python_runtime=args.run_code_python_runtime,
         )
-        serve(host=args.host, port=args.port, workers=args.workers, config=config)
+        serve(
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            config=config,
+            sessions=_sessions_config(args),
+        )
     except SandboxError as exc:
         print(f"execrl sandbox serve: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     return 0
+
+
+def _sessions_config(args: argparse.Namespace) -> Any:
+    from execrl.sandbox.sessions.http import SessionServiceConfig
+
+    return SessionServiceConfig(
+        max_sessions=args.session_max_sessions,
+        max_lifetime_s=args.session_max_lifetime_s,
+        max_memory_mb=args.session_max_memory_mb,
+        max_forks_per_call=args.session_max_forks,
+        allow_templates=args.session_templates,
+    )
+
+
+def _add_session_options(serve: argparse.ArgumentParser) -> None:
+    """The caps of ``/v1/sessions`` and ``/run_jupyter`` (``sandbox/sessions/http.py``)."""
+    serve.add_argument(
+        "--session-max-sessions", type=int, default=32, help="sessions open at once (429 above)"
+    )
+    serve.add_argument(
+        "--session-max-lifetime-s", type=float, default=3600.0, help="cap on a session's limits.lifetime_s"
+    )
+    serve.add_argument(
+        "--session-max-memory-mb", type=int, default=2048, help="cap on a session's limits.memory_mb"
+    )
+    serve.add_argument("--session-max-forks", type=int, default=16, help="cap on forks per fork call")
+    serve.add_argument(
+        "--session-templates",
+        action="store_true",
+        help="serve session templates (forkable; their setup cells run with the jail's root privileges: "
+        "only for clients whose setup code you trust)",
+    )
 
 
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -288,7 +326,8 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     serve = sub.add_parser(
         "serve",
         help="serve the sandbox over HTTP (execrl API + SandboxFusion /run_code)",
-        description="HTTP service: POST /v1/execute, /v1/execute_batch, /run_code (SandboxFusion), GET /v1/ping.",
+        description="HTTP service: POST /v1/execute, /v1/execute_batch, /run_code and /run_jupyter "
+        "(SandboxFusion), /v1/sessions (sessions), GET /v1/ping.",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
@@ -328,6 +367,7 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="browser origin (https://host[:port]) allowed to call the API; repeatable. POSTs with any "
         "other Origin header answer 403 (default: none)",
     )
+    _add_session_options(serve)
     serve.set_defaults(func=_serve_handler)
 
 

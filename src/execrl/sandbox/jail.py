@@ -80,7 +80,7 @@ class JailSpec:
     ~2 MB, and every module the zygote imports makes every fork of it slower.
     """
 
-    __slots__ = ("isolate", "uid", "slot", "workdir_mb", "workdir_inodes", "seccomp_filters")
+    __slots__ = ("isolate", "uid", "slot", "workdir_mb", "workdir_inodes", "seccomp_filters", "role")
 
     def __init__(
         self,
@@ -91,7 +91,11 @@ class JailSpec:
         workdir_mb: int,
         workdir_inodes: int,
         seccomp_filters: seccomp.Filters,
+        role: str = "run",
     ) -> None:
+        """``role``: ``"run"`` (the harness, ``harness.main``), ``"session"`` or ``"template"``
+        (``sessions/worker.py``; a template keeps root to build its forks' jails, ``sessions/forking.py``)."""
+        self.role = role
         self.isolate = isolate
         self.uid = uid
         self.slot = slot
@@ -256,7 +260,8 @@ def _drop_privileges(spec: JailSpec) -> None:
 
 def isolate_pid1(spec: JailSpec) -> str:
     """Run in ``P`` (pid 1 of the new namespaces, in a copy of the template root): mount its own
-    ``/proc`` and work directory, drop privileges. Returns the work directory."""
+    ``/proc`` and work directory, drop privileges (except a session template's, which keeps root to
+    build its forks' jails: ``sessions/forking.py``). Returns the work directory."""
     os.setsid()
     _mount_own(spec)
     linux.sethostname("sandbox")
@@ -264,9 +269,24 @@ def isolate_pid1(spec: JailSpec) -> str:
     os.dup2(fd, 0)
     os.close(fd)
     os.chdir(WORKDIR)
+    if spec.role != "template":
+        lock_down(spec)
+    return WORKDIR
+
+
+def lock_down(spec: JailSpec) -> None:
+    """Hard rlimits, then the slot's uid, no capabilities, ``no_new_privs``, not dumpable, seccomp."""
     _set_hard_limits()
     _drop_privileges(spec)
-    return WORKDIR
+
+
+def remount_own(spec: JailSpec) -> None:
+    """In a fork of a session template (its own new mount namespace, still root): detach the template's
+    ``/proc`` (which lists the template's pid namespace, every sibling fork included) and work directory,
+    and mount this sandbox's own (``sessions/forking.py`` copies the files over first)."""
+    linux.umount2("/proc", linux.MNT_DETACH)
+    linux.umount2(WORKDIR, linux.MNT_DETACH)
+    _mount_own(spec)
 
 
 def isolate_unisolated(spec: JailSpec) -> str:

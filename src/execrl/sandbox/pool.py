@@ -65,6 +65,7 @@ class Worker:
     pidfd: int
     closed: bool = field(default=False)
     hint: bytes = field(default=warm.NO_HINT)  # the warm-start shape it committed to (``warm.py``)
+    control: int = field(default=-1)  # a session template's control socket (``sessions/forking.py``)
 
     def alive(self) -> bool:
         """False once pid 1 of the worker has exited (its pidfd turns readable)."""
@@ -82,7 +83,7 @@ class Worker:
     def close(self, keep_pidfd: bool = False) -> None:
         if not self.closed:
             self.closed = True
-            for fd in (self.job_w, self.res_r, self.out_r, self.err_r):
+            for fd in (self.job_w, self.res_r, self.out_r, self.err_r, self.control):
                 if fd >= 0:
                     with contextlib.suppress(OSError):
                         os.close(fd)
@@ -158,6 +159,7 @@ class WorkerPool:
         self.closed = False
         self.warm = warm.WarmChooser(workers) if warm_start and isolate else None
         self.unhinted: set[int] = set()  # tokens of workers spawned for a request no parked one fits
+        self.claims: dict[int, Worker | str | None] = {}  # dedicated workers (``spawn_dedicated``) by token
         self.waiting = 0  # requests in ``acquire`` waiting for a worker
         self.warm_starts = 0  # requests handed a worker committed to their shape (``warm.py``)
         self.python_prefix = os.path.realpath(sys.base_prefix)
@@ -208,7 +210,7 @@ class WorkerPool:
     def _read_loop(self, sock: socket.socket) -> None:
         while True:
             try:
-                message, fds, _, _ = socket.recv_fds(sock, 1 << 16, zygote.WORKER_FDS)
+                message, fds, _, _ = socket.recv_fds(sock, 1 << 16, zygote.WORKER_FDS + 1)
             except OSError:
                 message, fds = b"", []
             reply = json.loads(message) if message else {}
@@ -224,7 +226,7 @@ class WorkerPool:
     def _join_cgroups(self, reply: dict[str, object], fd_count: int) -> str | None:
         """Move a new worker's pid 1 into its slot before any job (everything it starts inherits it);
         returns why that failed (the worker died during set-up: its ready record will say why)."""
-        if self.cgroups is None or "pid" not in reply or fd_count != zygote.WORKER_FDS:
+        if self.cgroups is None or "pid" not in reply or fd_count < zygote.WORKER_FDS:
             return None
         try:
             self.cgroups.slots[int(str(reply["slot"]))].attach(int(str(reply["pid"])))
@@ -244,21 +246,31 @@ class WorkerPool:
         slot, key = self.pending.pop(token)
         unhinted = token in self.unhinted
         self.unhinted.discard(token)
-        if "error" in reply or len(fds) != zygote.WORKER_FDS:
-            self.spawn_errors.append(str(reply.get("error", "worker arrived without its descriptors")))
+        if "error" in reply or len(fds) not in (zygote.WORKER_FDS, zygote.WORKER_FDS + 1):
+            error = str(reply.get("error", "worker arrived without its descriptors"))
+            self.spawn_errors.append(error)
+            if token in self.claims:
+                self.claims[token] = error
             for fd in fds:
                 os.close(fd)
             self._free_slot(slot)
             return
-        job_w, res_r, out_r, err_r, pidfd = fds
+        job_w, res_r, out_r, err_r, pidfd, *control = fds
         worker = Worker(token, int(str(reply["pid"])), key, slot, job_w, res_r, out_r, err_r, pidfd)
+        worker.control = control[0] if control else -1
         if self.closed:
             worker.kill()
             worker.close()
             return
         if attach_error is not None:
             self.spawn_errors.append(f"could not move worker {worker.pid} into its cgroups: {attach_error}")
+            if token in self.claims:
+                self.claims[token] = self.spawn_errors[-1]
             self._discard(worker)
+            return
+        if token in self.claims:
+            self._hint(worker, True)
+            self.claims[token] = worker
             return
         self._hint(worker, unhinted)
         self.ready[key].append(worker)
@@ -298,9 +310,10 @@ class WorkerPool:
                 self.ready[key].remove(worker)
                 self.release(worker)
 
-    def _spawn(self, key: WorkerKey, unhinted: bool = False) -> None:
+    def _spawn(self, key: WorkerKey, unhinted: bool = False, role: str = "run") -> int:
         """Ask the zygote for a worker (caller holds ``cond`` and a free slot exists); ``unhinted``: it
-        gets no warm-start hint, whatever the chooser would say (``acquire``)."""
+        gets no warm-start hint, whatever the chooser would say (``acquire``); ``role``: what its pid 1
+        becomes (``jail.JailSpec.role``). Returns the request's token (-1 if the zygote is gone)."""
         slot = self.free_slots.popleft()
         token = next(self.tokens)
         if unhinted:
@@ -311,6 +324,7 @@ class WorkerPool:
             "slot": slot,
             "workdir_mb": key[0],
             "workdir_inodes": key[1],
+            "role": role,
         }
         self.pending[token] = (slot, key)
         try:
@@ -319,6 +333,8 @@ class WorkerPool:
             self.pending.pop(token, None)
             self.unhinted.discard(token)
             self.free_slots.append(slot)
+            return -1
+        return token
 
     def _fill(self) -> None:
         waiting = sum(1 for _, key in self.pending.values() if key == self.default_key)
@@ -424,6 +440,68 @@ class WorkerPool:
                     self.cond.wait(min(left, 0.5))
                 finally:
                     self.waiting -= 1
+
+    def spawn_dedicated(
+        self, key: WorkerKey, role: str, slot_timeout_s: float = 30.0, build_timeout_s: float = 30.0
+    ) -> Worker:
+        """A worker built for one caller, never parked nor hinted: a session's pid 1 (``sessions/``,
+        ``role`` ``"session"`` or ``"template"``). Waits up to ``slot_timeout_s`` for a free slot, then
+        up to ``build_timeout_s`` for the worker."""
+        deadline = time.monotonic() + slot_timeout_s
+        with self.cond:
+            while not self.free_slots:
+                self._wait_or_fail(
+                    deadline, f"no free sandbox slot within {slot_timeout_s:g} s ({self.slots} in all)"
+                )
+            deadline = time.monotonic() + build_timeout_s
+            if not self.alive():
+                self._restart()
+            token = self._spawn(key, unhinted=True, role=role)
+            if token < 0:
+                raise SandboxFailure("the zygote is gone")
+            self.claims[token] = None
+            try:
+                while self.claims[token] is None:
+                    if token not in self.pending:
+                        raise SandboxFailure("the zygote exited while building a session worker")
+                    self._wait_or_fail(deadline, f"no session worker within {build_timeout_s:g} s")
+                claim = self.claims[token]
+            finally:
+                self.claims.pop(token, None)
+            if not isinstance(claim, Worker):
+                raise SandboxFailure(f"could not build a session worker: {claim}")
+            return claim
+
+    def _wait_or_fail(self, deadline: float, message: str) -> None:
+        left = deadline - time.monotonic()
+        if self.closed:
+            raise SandboxFailure("the sandbox is closed")
+        if left <= 0:
+            raise SandboxFailure(message)
+        self.cond.wait(min(left, 0.5))
+
+    def take_slot(self, timeout_s: float = 30.0) -> int:
+        """A free slot (its cgroups and uid ``uid_base + slot``) for a process the pool did not build: a
+        fork of a session template (``sessions/``). Give it back with ``release`` of a ``Worker`` for
+        that process, or ``return_slot`` if none was made."""
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while not self.free_slots:
+                self._wait_or_fail(
+                    deadline, f"no free sandbox slot within {timeout_s:g} s ({self.slots} in all)"
+                )
+            return self.free_slots.popleft()
+
+    def return_slot(self, slot: int) -> None:
+        """Give back a slot from ``take_slot`` whose process never started (or is dead)."""
+        cgroup = self.cgroups.slots[slot] if self.cgroups else None
+        if cgroup is not None and not cgroup.kill_all():
+            with self.cond:
+                self.spawn_errors.append(f"processes survive in cgroup slot {slot}: {cgroup.pids()}")
+            return
+        with self.cond:
+            self._free_slot(slot)
+            self.cond.notify_all()
 
     def wait_exit(self, worker: Worker, timeout_s: float) -> WorkerExit | None:
         """How the worker's pid 1 ended, once the zygote reaped it (``None`` on timeout)."""

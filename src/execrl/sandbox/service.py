@@ -6,6 +6,7 @@ Endpoints (all JSON):
     POST /v1/execute_batch  {"requests": [ExecutionRequest, ...]}      -> {"results": [...]} (input order)
     POST /run_code          SandboxFusion's request (see ``fusion.py``) -> SandboxFusion's response
     GET  /v1/ping           -> "pong"
+    /v1/sessions..., POST /run_jupyter: sandbox sessions (``sessions/http.py``)
 
 verl's SandboxFusion reward client works unchanged: set its ``sandbox_fusion_url`` to
 ``http://HOST:PORT/run_code`` (see ``fusion.py`` for where the semantics differ and why).
@@ -50,6 +51,7 @@ from execrl.sandbox.errors import InvalidRequestError, SandboxError
 from execrl.sandbox.fusion import UnsupportedLanguage, parse_run_code, run_code_response
 from execrl.sandbox.fusion import unsupported_language_response as _unsupported
 from execrl.sandbox.serialize import FieldProblem, RequestFieldError, request_from_dict, result_to_dict
+from execrl.sandbox.sessions.http import SessionServiceConfig, add_session_routes
 from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Verdict
 
 __all__ = ["ServiceConfig", "SupportsAsyncRun", "create_app", "serve"]
@@ -283,8 +285,14 @@ async def _ping(request: web.Request) -> web.Response:
     return web.json_response("pong")
 
 
-def create_app(sandbox: SupportsAsyncRun, config: ServiceConfig | None = None) -> web.Application:
-    """The aiohttp application serving ``sandbox``; the caller owns the sandbox's lifetime."""
+def create_app(
+    sandbox: SupportsAsyncRun,
+    config: ServiceConfig | None = None,
+    sessions: SessionServiceConfig | None = None,
+) -> web.Application:
+    """The aiohttp application serving ``sandbox``; the caller owns the sandbox's lifetime. A sandbox
+    with sessions (``execrl.sandbox.Sandbox``) also gets the session endpoints and ``/run_jupyter``
+    (``sessions/http.py``, capped by ``sessions``)."""
     config = config or ServiceConfig()
     app = web.Application(middlewares=[_errors_as_json], client_max_size=config.max_body_mb << 20)
     app[_SANDBOX_KEY] = sandbox
@@ -293,6 +301,12 @@ def create_app(sandbox: SupportsAsyncRun, config: ServiceConfig | None = None) -
     app.router.add_post("/v1/execute_batch", _execute_batch)
     app.router.add_post("/run_code", _run_code)
     app.router.add_get("/v1/ping", _ping)
+    if callable(getattr(sandbox, "sessions", None)):
+        add_session_routes(
+            app, manager=sandbox.sessions, config=sessions or SessionServiceConfig(),  # type: ignore[attr-defined]
+            max_output_bytes=config.max_output_bytes, read_json=_read_json,
+            default_memory_mb=config.default_memory_mb, python_runtime=config.run_code_python_runtime,
+        )  # fmt: skip
     return app
 
 
@@ -313,7 +327,10 @@ async def _serve_until_signal(app: web.Application, host: str, port: int) -> Non
         await runner.cleanup()
 
 
-def serve(*, host: str, port: int, workers: int | None, config: ServiceConfig | None = None) -> None:
+def serve(
+    *, host: str, port: int, workers: int | None, config: ServiceConfig | None = None,
+    sessions: SessionServiceConfig | None = None,
+) -> None:  # fmt: skip
     """Start a sandbox with ``workers`` workers and serve it until SIGINT/SIGTERM.
 
     The sandbox (its zygote and worker pool) is started before the event loop so that no thread exists
@@ -321,6 +338,9 @@ def serve(*, host: str, port: int, workers: int | None, config: ServiceConfig | 
     """
     from execrl.sandbox import Sandbox, SandboxConfig  # the isolation engine, imported only when serving
 
-    sandbox_config = SandboxConfig() if workers is None else SandboxConfig(workers=workers)
+    sessions = sessions or SessionServiceConfig()
+    sandbox_config = SandboxConfig(max_sessions=sessions.max_sessions)
+    if workers is not None:
+        sandbox_config = SandboxConfig(workers=workers, max_sessions=sessions.max_sessions)
     with Sandbox(sandbox_config) as sandbox:
-        asyncio.run(_serve_until_signal(create_app(sandbox, config), host, port))
+        asyncio.run(_serve_until_signal(create_app(sandbox, config, sessions), host, port))

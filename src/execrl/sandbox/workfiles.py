@@ -49,11 +49,16 @@ def _write(path: str, data: bytes) -> None:
 
 def write_all(job: dict[str, Any]) -> None:
     """Create the job's text files, binary files (base64 in the job) and program in the work directory."""
+    write_inputs(job)
+    _write(job["program_path"], job["program"].encode("utf-8"))
+
+
+def write_inputs(job: dict[str, Any]) -> None:
+    """The job's text files and binary files (base64 in the job); a session's files (``sessions/``)."""
     for path, text in job["files"].items():
         _write(path, text.encode("utf-8"))
     for path, encoded in job.get("files_b64", {}).items():
         _write(path, binascii.a2b_base64(encoded))
-    _write(job["program_path"], job["program"].encode("utf-8"))
 
 
 def _open_in_workdir(path: str) -> int:

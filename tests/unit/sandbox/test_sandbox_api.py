@@ -36,6 +36,8 @@ def test_public_api_is_exported() -> None:
         "Language", "Limits", "Runtime", "Sandbox", "SandboxConfig", "SandboxError", "SandboxFailure",
         "TestCase", "TestResult", "UnsupportedHostError", "Verdict", "default_sandbox", "list_backends",
         "list_languages", "list_runtimes", "register_backend", "register_language", "register_runtime",
+        "CellResult", "Session", "SessionClosedError", "SessionError", "SessionForkError", "SessionLimits",
+        "SessionTemplate",
     }  # fmt: skip
     assert set(sandbox_pkg.__all__) == expected
     assert all(hasattr(sandbox_pkg, name) for name in sandbox_pkg.__all__)
