@@ -63,10 +63,11 @@ def test_workers_killed_during_the_async_rollout_are_replaced_and_the_step_compl
     """The rollout worker (``ray.kill``) and the sandbox worker (SIGKILL) die while step 1's rollout runs
     in the background and step 0 trains: step 1 still gets every group, sampled by version 0 exactly as
     the in-process behaviour copy samples it, and the retries are step 1's metrics, not step 0's."""
-    from execrl.recipes import pipeline, setup
+    from execrl.components import setup
+    from execrl.components.sampling import GroupSampler
+    from execrl.recipes import pipeline
     from execrl.recipes.grpo import sampling_params
     from execrl.recipes.loop import setup_run
-    from execrl.recipes.sampling import GroupSampler
     from execrl.rollout.engine import create_engine
 
     overrides = [*toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path), "executor.kind=ray", *ASYNC]

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import torch
 
+    from execrl.components.sampling import GroupSampler
     from execrl.config import TrainConfig
-    from execrl.recipes.sampling import GroupSampler
     from execrl.rewards import Score
     from execrl.rollout.engine import Engine
     from execrl.rollout.types import RolloutBatch

@@ -51,10 +51,10 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
+from execrl.components.sampling import GenerateCall, GroupSampler, ScoredGroups, concat_groups
 from execrl.distributed.faults import FaultCounters, RetryPolicy, StepLog, TaskFailed
 from execrl.distributed.ray_workers import RolloutWorker, SandboxWorker
 from execrl.distributed.versions import WeightVersions
-from execrl.recipes.sampling import GenerateCall, GroupSampler, ScoredGroups, concat_groups
 
 if TYPE_CHECKING:
     import torch

@@ -13,11 +13,11 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from execrl.components import setup
 from execrl.config import TrainConfig
 from execrl.eval.harness import EvalConfig, EvalResult, evaluate
 from execrl.eval.passk import TaskCounts
 from execrl.eval.stats import bootstrap_ci, paired_bootstrap_diff, passk_comparison
-from execrl.recipes import setup
 from execrl.recipes.audit import eval_audit
 
 if TYPE_CHECKING:

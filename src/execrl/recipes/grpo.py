@@ -22,9 +22,10 @@ from collections.abc import Callable
 from contextlib import ExitStack, closing
 from pathlib import Path
 
+from execrl.components import setup
+from execrl.components.sampling import GroupSampler
 from execrl.config import ConfigError, TrainConfig
 from execrl.distributed import build_executor
-from execrl.recipes import setup
 from execrl.recipes.audit import audit_step
 from execrl.recipes.evaluate import evaluate_checkpoint_once, finish_report
 from execrl.recipes.loop import (
@@ -38,7 +39,6 @@ from execrl.recipes.loop import (
     stop_on_signals,
 )
 from execrl.recipes.pipeline import OneStepOff, StreamingGroupSampler
-from execrl.recipes.sampling import GroupSampler
 from execrl.recipes.update import step_metrics, update_from_rollout
 from execrl.rollout.types import SamplingParams
 from execrl.scheduler.report import write_domain_report

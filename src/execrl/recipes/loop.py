@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
+from execrl.components import setup
+from execrl.components.sampling import GroupSampler, ScoredGroups
 from execrl.config import TrainConfig
-from execrl.recipes import setup
-from execrl.recipes.sampling import GroupSampler, ScoredGroups
 from execrl.rollout.engine import Engine, create_engine
 from execrl.scheduler import AdaptiveSettings, Scheduler, build_scheduler
 from execrl.telemetry import RunTelemetry, alarm_rules_from_config

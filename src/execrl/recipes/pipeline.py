@@ -31,10 +31,10 @@ from typing import Any
 
 import torch
 
+from execrl.components.sampling import GenerateCall, GroupSampler, ScoredGroups, concat_groups
 from execrl.distributed import Executor
 from execrl.recipes.audit import audit_step
 from execrl.recipes.loop import Run
-from execrl.recipes.sampling import GenerateCall, GroupSampler, ScoredGroups, concat_groups
 from execrl.recipes.update import step_metrics, update_from_rollout
 from execrl.rewards import Score, score_batch
 from execrl.rollout.engine import create_engine

@@ -16,11 +16,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from execrl.components.sampling import GroupSampler
 from execrl.config import ConfigError, TrainConfig
 from execrl.recipes import grpo
 from execrl.recipes.audit import audit_step
 from execrl.recipes.loop import Run, TrainOutcome, sample_and_score
-from execrl.recipes.sampling import GroupSampler
 from execrl.recipes.update import step_metrics, update_from_rollout
 
 __all__ = ["train", "train_step"]

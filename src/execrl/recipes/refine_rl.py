@@ -34,8 +34,8 @@ from pathlib import Path
 
 import torch
 
+from execrl.components import setup
 from execrl.config import TrainConfig
-from execrl.recipes import setup
 from execrl.recipes.grpo import sampling_params
 from execrl.recipes.loop import (
     Run,

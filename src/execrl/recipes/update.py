@@ -9,14 +9,14 @@ from collections.abc import Sequence
 
 import torch
 
+from execrl.components.sampling import ScoredGroups
 from execrl.recipes.batch import ppo_targets, rollout_metrics, to_train_batch, trainer_logprob_gap
 from execrl.recipes.loop import Run
-from execrl.recipes.offpolicy import behaviour_logprobs, truncated_is_weights
-from execrl.recipes.sampling import ScoredGroups
 from execrl.rewards import Score, reward_metrics
 from execrl.rollout.types import RolloutBatch
 from execrl.scheduler import domain_metrics
 from execrl.trainer import TrainerConfig, ValueHead, compute_advantages, policy_update, prepare_batch
+from execrl.trainer.offpolicy import behaviour_logprobs, truncated_is_weights
 
 
 def update_from_rollout(

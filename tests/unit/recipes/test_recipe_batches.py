@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from execrl.components.sampling import ScoredGroups, concat_groups, informative_groups, sample_groups
 from execrl.recipes.batch import to_train_batch, trainer_logprob_gap
-from execrl.recipes.sampling import ScoredGroups, concat_groups, informative_groups, sample_groups
 from execrl.rewards import Score
 from execrl.rollout.types import RolloutBatch, RolloutStats
 from execrl.tasks.schema import MathSpec, Task, TaskMetadata
