@@ -160,6 +160,13 @@ class AlgorithmSection(_Section):
         3, ge=0, le=MAX_RESAMPLE_ROUNDS, description="extra sampling rounds per step for dynamic_sampling"
     )
 
+    @property
+    def learns_values(self) -> bool:
+        """PPO: the advantages come from a learned value head (``execrl.trainer.learns_values``)."""
+        from execrl.trainer.config import learns_values
+
+        return learns_values(self.advantage_estimator)
+
 
 class SchedulerSection(_Section):
     """Which tasks each step draws (``execrl.scheduler``): the static ``tasks.suites`` mixture, or the
@@ -418,7 +425,7 @@ class TrainConfig(_Section):
             return self
         alg = self.algorithm
         refused = {
-            "algorithm.advantage_estimator=gae (PPO's value head)": alg.advantage_estimator == "gae",
+            "algorithm.advantage_estimator=gae (PPO's value head)": alg.learns_values,
             "algorithm.async_steps > 0": alg.async_steps > 0,
             "rollout.stream_scoring=true": self.rollout.stream_scoring,
             "algorithm.dynamic_sampling=true": alg.dynamic_sampling,

@@ -1,6 +1,9 @@
-"""The pieces a recipe builds before its loop: run directory, model, tasks, sandbox, trainer config.
+"""The pieces a run builds from its ``TrainConfig``: run directory, model, tasks, sandbox, reward, trainer
+and sampling configs.
 
-Kept out of ``grpo.py`` so the loop itself reads top to bottom in one screen (nanochat's ``chat_rl.py``).
+The recipes build them before their loop (kept out of ``grpo.py`` so the loop itself reads top to bottom
+in one screen, nanochat's ``chat_rl.py``), and the Ray workers build the same policy replica, sandbox and
+reward settings in their own processes, so this module sits below both.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from execrl.config import ConfigError, TrainConfig, to_toml
 from execrl.rewards import RewardConfig
+from execrl.rollout.types import SamplingParams
 from execrl.sandbox import Limits
 from execrl.tasks.schema import Task
 
@@ -176,6 +180,16 @@ def reward_config(config: TrainConfig) -> RewardConfig:
         syntax_error_penalty=config.reward.syntax_error_penalty,
         timeout_penalty=config.reward.timeout_penalty,
         limits=limits,
+    )
+
+
+def sampling_params(config: TrainConfig) -> SamplingParams:
+    return SamplingParams(
+        samples_per_prompt=config.rollout.samples_per_prompt,
+        max_new_tokens=config.rollout.max_new_tokens,
+        temperature=config.rollout.temperature,
+        top_p=config.rollout.top_p,
+        top_k=config.rollout.top_k,
     )
 
 

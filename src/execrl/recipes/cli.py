@@ -68,17 +68,12 @@ def _train(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        from execrl.recipes import load_recipe, recipe_name
         from execrl.recipes.loop import StopReason
 
-        if config.refine.multi_turn:  # multi-turn RL on execution feedback
-            from execrl.recipes.refine_rl import train as train_refine
-
-            outcome = train_refine(config, resume_dir=resume, progress=not args.no_progress)
-        else:
-            from execrl.recipes import grpo, ppo
-
-            train = ppo.train if config.algorithm.advantage_estimator == "gae" else grpo.train
-            outcome = train(config, resume_dir=resume, progress=not args.no_progress)
+        name = recipe_name(config)  # grpo, ppo, async or refine_rl
+        logging.getLogger("execrl.train").info("recipe: %s", name)
+        outcome = load_recipe(name).train(config, resume_dir=resume, progress=not args.no_progress)
     print(f"run directory: {outcome.run_dir}")
     report = outcome.run_dir / "report.md"
     if report.exists():

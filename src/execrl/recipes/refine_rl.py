@@ -36,7 +36,6 @@ import torch
 
 from execrl.components import setup
 from execrl.config import TrainConfig
-from execrl.recipes.grpo import sampling_params
 from execrl.recipes.loop import (
     Run,
     TrainOutcome,
@@ -67,7 +66,7 @@ def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool
         log.warning("audit.enabled: the multi-turn recipe runs no reward audit (no audit/* metrics)")
     run = setup_run(config, resume_dir)
     telemetry = run_telemetry(run, resuming=resume_dir is not None)
-    multi, sampling = multi_turn_config(config), sampling_params(config)
+    multi, sampling = multi_turn_config(config), setup.sampling_params(config)
     started = time.monotonic()
     with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run):
         evaluate = partial(evaluate_refine_once, run.run_dir, engine=run.engine, tokenizer=run.tokenizer,
