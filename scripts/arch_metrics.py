@@ -290,7 +290,8 @@ def mappers(modules: list[Module]) -> list[dict[str, object]]:
         for name, node in functions(module):
             aliases = _section_aliases(node, sections, classes)
             for sub in ast.walk(node):
-                if not isinstance(sub, ast.Call) or call_name(sub).split(".")[-1] in _NOT_MAPPERS:
+                callee = call_name(sub).split(".")[-1] if isinstance(sub, ast.Call) else ""
+                if not callee[:1].isupper():  # a constructor: a config object built field by field
                     continue
                 values = [*sub.args, *(k.value for k in sub.keywords)]
                 copied = sum(_knob(v, aliases, sections, fields) for v in values)
@@ -304,9 +305,6 @@ def mappers(modules: list[Module]) -> list[dict[str, object]]:
                         }
                     )
     return out
-
-
-_NOT_MAPPERS = {"replace", "model_copy"}  # copies within one type
 
 
 # -- the traced step ------------------------------------------------------------------------------------

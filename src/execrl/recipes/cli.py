@@ -60,7 +60,7 @@ def _train(args: argparse.Namespace) -> int:
                 [*args.overrides, *_executor_overrides(args)],
             )
             if args.print_config:
-                print(to_toml(config))
+                print(to_toml(config, descriptions=True), end="")
                 return 0
             if resume is None:
                 config = _stage_output(config, stack)
@@ -166,7 +166,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint (a directory or a URL)"
     )
-    p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    p.add_argument(
+        "--print-config", action="store_true", help="print the resolved config, each key with its description"
+    )
     p.add_argument(
         "--executor", choices=("inprocess", "ray"), help="where generate-and-score runs (executor.kind)"
     )

@@ -24,7 +24,7 @@ import torch
 
 from execrl.components import setup
 from execrl.components.sampling import GroupSampler, ScoredGroups, StreamingGroupSampler
-from execrl.config import TrainConfig
+from execrl.config import TrainConfig, build
 from execrl.distributed import Executor, build_executor
 from execrl.recipes.evaluate import evaluate_checkpoint_once, finish_report
 from execrl.rollout.engine import Engine, create_engine
@@ -245,22 +245,10 @@ def finish_session(session: Session, last_step: int) -> TrainOutcome:
 def task_scheduler(config: TrainConfig) -> Scheduler:
     sched = config.scheduler
     suites = setup.load_suites(config.tasks.suites, "train", config.tasks.max_difficulty)
-    settings = AdaptiveSettings(
-        floor=sched.floor,
-        domain_ema=sched.domain_ema,
-        task_ema=sched.task_ema,
-        revisit_weight=sched.revisit_weight,
-        staleness_steps=sched.staleness_steps,
-    )
-    return build_scheduler(
-        sched.mode,
-        suites,
-        config.tasks.suites,
-        seed=config.run.seed,
-        size_temperature=sched.size_temperature,
-        settings=settings,
-        rounds_per_step=config.algorithm.max_resample_rounds + 1,
-    )
+    return build(
+        build_scheduler, sched, suites=suites, weights=config.tasks.suites, seed=config.run.seed,
+        settings=build(AdaptiveSettings, sched), rounds_per_step=config.algorithm.max_resample_rounds + 1,
+    )  # fmt: skip
 
 
 def finish_step(
@@ -324,15 +312,11 @@ def final_eval_due(run: Run) -> bool:
 def run_telemetry(run: Run, *, resuming: bool) -> RunTelemetry:
     tel = run.config.telemetry
     rules = alarm_rules_from_config([a.model_dump() for a in tel.alarms], include_defaults=tel.default_alarms)
-    return RunTelemetry(
-        run.run_dir,
-        rules=rules,
+    return build(
+        RunTelemetry, tel, run_dir=run.run_dir, rules=rules,
         webhook=WebhookConfig(url=tel.webhook_url) if tel.webhook_url else None,
-        resume_from_step=run.start_step - 1 if resuming else None,
-        tensorboard=tel.tensorboard,
-        mlflow=tel.mlflow,
-        run_name=run.config.run.name,
-    )
+        resume_from_step=run.start_step - 1 if resuming else None, run_name=run.config.run.name,
+    )  # fmt: skip
 
 
 @contextmanager

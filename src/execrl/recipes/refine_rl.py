@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from execrl.components import setup
-from execrl.config import TrainConfig
+from execrl.config import TrainConfig, build
 from execrl.recipes.loop import (
     Run,
     TrainOutcome,
@@ -127,11 +127,8 @@ def train_step(
 
 
 def multi_turn_config(config: TrainConfig) -> MultiTurnConfig:
-    return MultiTurnConfig(
-        max_turns=config.refine.max_turns,
-        feedback=config.refine.feedback,
-        invalid_turn_penalty=config.refine.invalid_turn_penalty,
-        reward=setup.reward_config(config),
+    return build(
+        MultiTurnConfig, config.refine, reward=setup.reward_config(config), defaults=("reuse_kv_max_bytes",)
     )
 
 
