@@ -13,7 +13,6 @@ import os
 import platform
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -218,14 +217,3 @@ TRAINER_DEFAULTS = (
     "adam_beta1", "adam_beta2", "adam_eps", "min_lr_ratio", "optimizer_steps_per_epoch",
     "loss_sum_norm_length", "loss_sum_norm_by_sequences", "logprob_chunk_tokens",
 )  # fmt: skip
-
-
-@dataclass
-class StopFlag:
-    """Set by SIGINT/SIGTERM; the loop checks it after each step, checkpoints and stops cleanly."""
-
-    requested: bool = False
-    reason: str = ""
-
-    def request(self, reason: str) -> None:
-        self.requested, self.reason = True, reason
