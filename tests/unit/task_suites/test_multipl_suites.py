@@ -39,7 +39,9 @@ def test_cpp_literals():
 def test_tasks_carry_the_python_tasks_tests(suite):
     for split in ("train", "test"):
         python = {t.id.split("/", 1)[1]: t for t in suite_tasks("functions", split)}
-        for task in suite_tasks(suite, split):
+        tasks = suite_tasks(suite, split)
+        assert tasks, (suite, split)
+        for task in tasks:
             source = python[task.id.split("/", 1)[1]]
             assert task.spec.language == SUITES[suite] and task.metadata == source.metadata
             for mine, theirs in zip(task.hidden_tests, source.hidden_tests, strict=True):
