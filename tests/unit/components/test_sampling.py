@@ -1,108 +1,14 @@
-"""Rollout -> TrainBatch conversion and DAPO dynamic sampling (select, concat, refill)."""
+"""DAPO dynamic sampling in ``components.sampling``: informative groups, select, concat, refill."""
 
 from __future__ import annotations
 
 import torch
+from fakes import _rollout, _score, _task
 
 from execrl.components.sampling import ScoredGroups, concat_groups, informative_groups, sample_groups
-from execrl.recipes.batch import to_train_batch, trainer_logprob_gap
 from execrl.rewards import Score
-from execrl.rollout.types import RolloutBatch, RolloutStats
-from execrl.tasks.schema import MathSpec, Task, TaskMetadata
-
-PAD = 0
-
-
-def _rollout(prompts: list[list[int]], completions: list[list[int]], samples: int) -> RolloutBatch:
-    width = max(len(c) for c in completions)
-    n = len(completions)
-    ids = torch.full((n, width), PAD, dtype=torch.long)
-    mask = torch.zeros((n, width), dtype=torch.bool)
-    logp = torch.zeros((n, width))
-    for i, c in enumerate(completions):
-        ids[i, : len(c)] = torch.tensor(c)
-        mask[i, : len(c)] = True
-        logp[i, : len(c)] = -0.5 * torch.arange(1, len(c) + 1, dtype=torch.float32)
-    stats = RolloutStats(
-        prefill_s=0.1,
-        decode_s=0.2,
-        total_s=0.3,
-        prompt_tokens=9,
-        generated_tokens=int(mask.sum()),
-        decode_steps=width,
-    )
-    return RolloutBatch(
-        prompt_token_ids=tuple(tuple(p) for p in prompts),
-        completion_ids=ids,
-        logprobs=logp,
-        sampling_logprobs=logp,
-        response_mask=mask,
-        group_index=torch.arange(n) // samples,
-        finish_reasons=("stop",) * n,
-        texts=tuple(f"t{i}" for i in range(n)),
-        samples_per_prompt=samples,
-        pad_token_id=PAD,
-        stats=stats,
-    )
-
-
-def _score(reward: float, valid: bool = True) -> Score:
-    if not valid:
-        return Score.invalid("sandbox_error: test")
-    return Score(reward=reward, valid=True, passed=reward == 1.0, pass_fraction=reward, reason="passed")
-
-
-def _task(i: int) -> Task:
-    return Task(id=f"t/{i}", domain="math", prompt="p", spec=MathSpec("1"), metadata=TaskMetadata("f"))
-
-
-def test_train_batch_left_pads_prompts_and_aligns_completions() -> None:
-    rollout = _rollout([[5, 6, 7], [8]], [[11, 12], [13], [14, 15], [16]], samples=2)
-    batch = to_train_batch(
-        rollout,
-        torch.tensor([1.0, -1.0, 0.5, -0.5]),
-        torch.ones(4, dtype=torch.bool),
-        old_logprobs_from_rollout=True,
-    )
-    assert batch.input_ids.tolist() == [
-        [5, 6, 7, 11, 12],
-        [5, 6, 7, 13, PAD],
-        [PAD, PAD, 8, 14, 15],
-        [PAD, PAD, 8, 16, PAD],
-    ]
-    assert batch.attention_mask.tolist() == [
-        [1, 1, 1, 1, 1],
-        [1, 1, 1, 1, 0],
-        [0, 0, 1, 1, 1],
-        [0, 0, 1, 1, 0],
-    ]
-    assert batch.response_mask.tolist() == [
-        [0, 0, 0, 1, 1],
-        [0, 0, 0, 1, 0],
-        [0, 0, 0, 1, 1],
-        [0, 0, 0, 1, 0],
-    ]
-    assert batch.old_logprobs is not None and batch.old_logprobs[0, 3:].tolist() == [-0.5, -1.0]
-
-
-def test_trainer_and_rollout_log_probs_agree_and_a_changed_model_shows() -> None:
-    """Generation (KV cache, left padding) and the trainer's teacher-forced pass must give one log-prob."""
-    from execrl.rollout import SamplingParams, create_engine, encode_prompts
-    from execrl.rollout.models import default_tokenizer, tiny_model
-
-    model, tokenizer = tiny_model(seed=3, init_std=0.3), default_tokenizer()
-    engine = create_engine("hf", model=model, tokenizer=tokenizer)
-    for temperature in (1.0, 0.7):
-        rollout = engine.generate(
-            encode_prompts(tokenizer, ["Hi", "A longer prompt, with more tokens."]),
-            SamplingParams(samples_per_prompt=3, max_new_tokens=6, temperature=temperature),
-        )
-        batch = to_train_batch(
-            rollout, torch.zeros(6), torch.ones(6, dtype=torch.bool), old_logprobs_from_rollout=True
-        )
-        assert trainer_logprob_gap(model, batch, rollout, rows=6, temperature=temperature) < 1e-4
-    other = tiny_model(seed=4, init_std=0.3)
-    assert trainer_logprob_gap(other, batch, rollout, rows=6, temperature=0.7) > 1e-2
+from execrl.rollout.types import RolloutBatch
+from execrl.tasks.schema import Task
 
 
 def test_informative_groups_ignore_invalid_scores() -> None:

@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 import pytest
-from test_recipe_batches import _rollout, _score, _task
+from fakes import _rollout, _score, _task
 
 from execrl.components import sampling
 from execrl.components.sampling import StreamingGroupSampler
