@@ -65,8 +65,8 @@ def test_workers_killed_during_the_async_rollout_are_replaced_and_the_step_compl
     the in-process behaviour copy samples it, and the retries are step 1's metrics, not step 0's."""
     from execrl.components import setup
     from execrl.components.sampling import GroupSampler
+    from execrl.components.setup import sampling_params
     from execrl.recipes import pipeline
-    from execrl.recipes.grpo import sampling_params
     from execrl.recipes.loop import setup_run
     from execrl.rollout.engine import create_engine
 

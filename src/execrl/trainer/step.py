@@ -25,6 +25,7 @@ import dataclasses
 import math
 import operator
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -285,20 +286,30 @@ def _microbatch_loss(
         total = total + config.kl_coef * kl
         metrics["loss/kl"] = kl.detach()
     if value_model is not None:
-        assert mb.old_values is not None and mb.returns is not None
-        if hidden is not None:
-            values = value_model(hidden)
-        else:
-            context = mask if config.share_prompt_forward else None
-            values = value_model(mb.input_ids, mb.attention_mask, shared_context_of=context)
-        per_token, clipped = clipped_value_loss(
-            values, mb.old_values, mb.returns, clip_eps=config.value_clip_eps
-        )
-        value_loss = aggregate(per_token)
+        value_loss, clip_frac = _value_terms(value_model, mb, hidden, config, aggregate)
         total = total + config.value_coef * value_loss
         metrics["loss/value"] = value_loss.detach()
-        metrics["train/value_clip_frac"] = aggregate(clipped.to(values.dtype), "token-mean")
+        metrics["train/value_clip_frac"] = clip_frac
     return _MicroTerms(total=total, metrics=metrics)
+
+
+def _value_terms(
+    value_model: nn.Module,
+    mb: TrainBatch,
+    hidden: Tensor | None,
+    config: TrainerConfig,
+    aggregate: Callable[..., Tensor],
+) -> tuple[Tensor, Tensor]:
+    """PPO's clipped value loss on a micro-batch, aggregated like the policy loss, and its clip fraction.
+    The values come from the policy's hidden states (a ``ValueHead``) or from the critic's own pass."""
+    assert mb.old_values is not None and mb.returns is not None
+    if hidden is not None:
+        values = value_model(hidden)  # [B, T]
+    else:
+        context = mb.response_mask if config.share_prompt_forward else None
+        values = value_model(mb.input_ids, mb.attention_mask, shared_context_of=context)
+    per_token, clipped = clipped_value_loss(values, mb.old_values, mb.returns, clip_eps=config.value_clip_eps)
+    return aggregate(per_token), aggregate(clipped.to(values.dtype), "token-mean")
 
 
 def accumulate_gradients(
