@@ -99,9 +99,7 @@ class Run:
     start_step: int
     old_logprobs_from_rollout: bool  # the update reuses the rollout's log-probs (see rollout_logprobs_exact)
     stop: Stop | None = None
-    behaviour_model: PreTrainedModel | None = (
-        None  # async mode: the weights the in-flight rollout samples with
-    )
+    behaviour_model: PreTrainedModel | None = None  # async: the weights the in-flight rollout samples with
 
     @property
     def extra_modules(self) -> dict[str, torch.nn.Module] | None:
