@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from execrl.components.sampling import GroupSampler, ScoredGroups
 from execrl.config import TrainConfig
 from execrl.eval.harness import TaskEval
-from execrl.recipes.sampling import GroupSampler, ScoredGroups
 from execrl.rewards import RewardConfig, Score
 from execrl.rewards.audit import AuditOutcome, audit_metrics, pick_for_audit, run_audit
 from execrl.rewards.hacking import hack_metrics, sandbox_flags, suspicious_flags

@@ -220,3 +220,10 @@ def _default_async_sandbox() -> AsyncRunner:
 
     runner: AsyncRunner = default_sandbox()
     return runner
+
+
+def check_scorer(tasks: Sequence[Task], completions: Sequence[str], hidden: bool) -> list[Score]:
+    """Binary rewards on the hidden tests (``hidden``) or on the visible ones: the real reward path that
+    ``execrl.tasks.check_tasks`` proves a suite's references and wrong answers against (``execrl tasks
+    check``), in the default sandbox."""
+    return score_batch(tasks, completions, config=RewardConfig(use_hidden_tests=hidden))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from suite_checks import suite_tasks
 
+from execrl.rewards import check_scorer
 from execrl.sandbox.types import CallTest, IOTest
 from execrl.tasks.check import check_tasks
 from execrl.tasks.suites.multipl import camel, cpp_literal, declaration
@@ -38,7 +39,9 @@ def test_cpp_literals():
 def test_tasks_carry_the_python_tasks_tests(suite):
     for split in ("train", "test"):
         python = {t.id.split("/", 1)[1]: t for t in suite_tasks("functions", split)}
-        for task in suite_tasks(suite, split):
+        tasks = suite_tasks(suite, split)
+        assert tasks, (suite, split)
+        for task in tasks:
             source = python[task.id.split("/", 1)[1]]
             assert task.spec.language == SUITES[suite] and task.metadata == source.metadata
             for mine, theirs in zip(task.hidden_tests, source.hidden_tests, strict=True):
@@ -67,5 +70,5 @@ def test_sample_tasks_pass_with_their_reference_and_fail_with_their_wrong_answer
         t for suite in sorted(SUITES) for t in suite_tasks(suite, "train") if t.id.split("/")[1] in wanted
     ]
     assert len(sample) == 6
-    report = check_tasks(sample)
+    report = check_tasks(sample, scorer=check_scorer)
     assert [(c.task_id, c.reference, c.wrong, c.visible, c.audit) for c in report.failures] == []

@@ -11,7 +11,7 @@ from execrl.tasks.suites._repo_core import PROJECTS_DIR, Target, load_project
 from execrl.tasks.suites._repo_targets import TARGETS
 from execrl.tasks.suites.repository import projects
 
-PACKAGE = Path(__file__).parents[3] / "src" / "execrl"
+PACKAGE = Path(__file__).parents[4] / "src" / "execrl"
 DATA = PACKAGE / "tasks" / "suites" / PROJECTS_DIR
 
 

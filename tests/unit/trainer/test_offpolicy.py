@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from execrl.recipes.offpolicy import behaviour_logprobs, truncated_is_weights
+from execrl.trainer.offpolicy import behaviour_logprobs, truncated_is_weights
 
 
 def test_weights_are_the_ratio_truncated_at_the_cap_and_one_off_the_mask() -> None:

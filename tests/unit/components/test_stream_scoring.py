@@ -7,10 +7,10 @@ import threading
 from typing import Any
 
 import pytest
-from test_recipe_batches import _rollout, _score, _task
+from fakes import _rollout, _score, _task
 
-from execrl.recipes import pipeline
-from execrl.recipes.pipeline import StreamingGroupSampler
+from execrl.components import sampling
+from execrl.components.sampling import StreamingGroupSampler
 from execrl.rollout.types import SamplingParams
 
 
@@ -36,8 +36,8 @@ def test_groups_are_scored_while_the_next_is_generated(monkeypatch: pytest.Monke
             overlapped.append(engine.generating_second.wait(timeout=10))
         return [_score(float(len(overlapped) % 2)), _score(1.0)]
 
-    monkeypatch.setattr(pipeline, "score_batch", fake_score)
-    monkeypatch.setattr(pipeline, "encode_prompts", lambda tok, msgs: [[1]] * len(msgs))
+    monkeypatch.setattr(sampling, "score_batch", fake_score)
+    monkeypatch.setattr(sampling, "encode_prompts", lambda tok, msgs: [[1]] * len(msgs))
     sampler = StreamingGroupSampler(engine, None, None, None, SamplingParams(samples_per_prompt=2), seed=3)  # type: ignore[arg-type]
     rollout, scores = sampler(5, [_task(0), _task(1), _task(2)], 0)
     assert overlapped == [True]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from execrl.components.setup import build_sandbox
 from execrl.config import ConfigError, load_config
-from execrl.recipes.setup import build_sandbox
 from execrl.sandbox.client import ServiceClient
 
 

@@ -40,12 +40,14 @@ def test_ids_are_unique_and_splits_are_disjoint():
     counts = Counter(t.id for t in tasks)
     assert [i for i, n in counts.items() if n > 1] == []
     for name in BUILTIN_SUITES:
-        assert all(t.id.startswith(f"{name}/") for s in ("train", "test") for t in suite_tasks(name, s))
+        tasks = [t for s in ("train", "test") for t in suite_tasks(name, s)]
+        assert tasks and all(t.id.startswith(f"{name}/") for t in tasks), name
 
 
 def test_train_and_test_prompts_never_coincide():
     for name in BUILTIN_SUITES:
         train_prompts = {t.prompt for t in suite_tasks(name, "train")}
+        assert train_prompts and suite_tasks(name, "test"), name
         assert not [t.id for t in suite_tasks(name, "test") if t.prompt in train_prompts]
 
 
@@ -95,7 +97,9 @@ def test_stdio_suite_shape():
 
 
 def test_repository_suite_shape():
-    for t in suite_tasks("repository", "train") + suite_tasks("repository", "test"):
+    tasks = suite_tasks("repository", "train") + suite_tasks("repository", "test")
+    assert tasks
+    for t in tasks:
         spec = t.spec
         assert spec.kind == "repository" and spec.program_path not in spec.files
         assert (
@@ -118,7 +122,9 @@ def test_math_and_structured_shape():
     assert (
         any("/" in a for a in answers) and any("," in a for a in answers) and any("." in a for a in answers)
     )
-    for t in suite_tasks("structured", "train"):
+    structured = suite_tasks("structured", "train")
+    assert structured
+    for t in structured:
         assert (
             isinstance(t.spec, StructuredSpec) and t.spec.expected_values and t.spec.json_schema["required"]
         )

@@ -13,7 +13,9 @@ from execrl.tasks.serialize import task_to_dict
 
 def _reward_fingerprint(suite: str) -> str:
     rows = []
-    for task in load_suite(suite, "test", seed=0):
+    tasks = load_suite(suite, "test", seed=0)
+    assert tasks
+    for task in tasks:
         data = task_to_dict(task)
         data.pop("audit_tests", None)
         rows.append(json.dumps(data, sort_keys=True))

@@ -34,7 +34,10 @@ def test_function_references_pass_and_wrong_answers_fail(split):
 
 
 def test_function_examples_in_the_prompt_are_the_visible_tests():
-    for t in suite_tasks("functions", "train")[:50]:
+    tasks = suite_tasks("functions", "train")[:50]
+    assert len(tasks) == 50
+    for t in tasks:
+        assert t.visible_tests, t.id
         for c in t.visible_tests:
             assert f"{c.entry_point}({', '.join(map(repr, c.args))}) == {c.expected!r}" in t.prompt
 

@@ -1,6 +1,9 @@
-"""The pieces a recipe builds before its loop: run directory, model, tasks, sandbox, trainer config.
+"""The pieces a run builds from its ``TrainConfig``: run directory, model, tasks, sandbox, reward, trainer
+and sampling configs.
 
-Kept out of ``grpo.py`` so the loop itself reads top to bottom in one screen (nanochat's ``chat_rl.py``).
+The recipes build them before their loop (kept out of ``grpo.py`` so the loop itself reads top to bottom
+in one screen, nanochat's ``chat_rl.py``), and the Ray workers build the same policy replica, sandbox and
+reward settings in their own processes, so this module sits below both.
 """
 
 from __future__ import annotations
@@ -10,11 +13,10 @@ import os
 import platform
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from execrl.config import ConfigError, TrainConfig, to_toml
+from execrl.config import ConfigError, TrainConfig, build, to_toml
 from execrl.rewards import RewardConfig
 from execrl.sandbox import Limits
 from execrl.tasks.schema import Task
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+    from execrl.rollout.types import SamplingParams
     from execrl.sandbox import Sandbox
     from execrl.sandbox.client import ServiceClient
     from execrl.trainer import TrainerConfig
@@ -106,7 +109,7 @@ def load_reference(path: Path, dtype: torch.dtype) -> PreTrainedModel:
     from execrl.rollout.models import load_model_and_tokenizer
 
     model, _ = load_model_and_tokenizer(path, dtype=dtype)
-    model.eval()
+    model.train(False)  # eval mode (PreTrainedModel.eval is untyped)
     model.requires_grad_(False)
     return model
 
@@ -153,29 +156,36 @@ def build_sandbox(config: TrainConfig) -> Sandbox | ServiceClient:
     if section.urls:
         from execrl.sandbox.client import ClientConfig, ServiceClient
 
-        client_config = ClientConfig(
-            urls=tuple(section.urls),
-            max_in_flight_per_replica=section.max_in_flight_per_replica,
-            max_attempts=section.max_attempts,
-            backoff_s=section.retry_backoff_s,
-            backoff_max_s=max(2.0, section.retry_backoff_s),
-        )
-        return ServiceClient(client_config)
-    return Sandbox(SandboxConfig(backend=section.backend, workers=section.workers))
+        client = build(
+            ClientConfig, section, backoff_s=section.retry_backoff_s,
+            backoff_max_s=max(2.0, section.retry_backoff_s), defaults=("request_timeout_s",),
+        )  # fmt: skip
+        return ServiceClient(client)
+    return Sandbox(build(SandboxConfig, section, defaults=SANDBOX_DEFAULTS))
+
+
+# Settings of the sandbox itself, not knobs of a training run: they keep the sandbox's defaults (a request
+# carries its own limits, from reward_config).
+SANDBOX_DEFAULTS = ("max_concurrency", "limits", "cgroup_root", "seccomp_policy", "warm_start", "max_sessions")
+LIMITS_DEFAULTS = (
+    "max_processes", "max_output_bytes", "max_file_mb", "max_open_files", "workdir_mb", "workdir_inodes",
+    "compile_timeout_s", "max_fetch_file_bytes", "max_fetch_bytes",
+)  # fmt: skip
 
 
 def reward_config(config: TrainConfig) -> RewardConfig:
-    limits = Limits(
-        timeout_s=config.sandbox.timeout_s,
-        cpu_time_s=config.sandbox.timeout_s,
-        memory_mb=config.sandbox.memory_mb,
-    )
-    return RewardConfig(
-        mode=config.reward.mode,
-        no_code_penalty=config.reward.no_code_penalty,
-        syntax_error_penalty=config.reward.syntax_error_penalty,
-        timeout_penalty=config.reward.timeout_penalty,
-        limits=limits,
+    """The reward settings, with the sandbox limits of each execution (``sandbox.timeout_s`` bounds both
+    the wall time and the CPU time of a program)."""
+    limits = build(Limits, config.sandbox, cpu_time_s=config.sandbox.timeout_s, defaults=LIMITS_DEFAULTS)
+    return build(RewardConfig, config.reward, limits=limits, defaults=("use_hidden_tests",))
+
+
+def sampling_params(config: TrainConfig) -> SamplingParams:
+    """Decoding of training rollouts (each generate call gets its own seed from the sampler)."""
+    from execrl.rollout.types import SamplingParams  # the rollout package imports torch
+
+    return build(
+        SamplingParams, config.rollout, defaults=("stop_strings", "stop_token_ids", "ignore_eos", "seed")
     )
 
 
@@ -191,45 +201,19 @@ def register_extra_verifiers(config: TrainConfig) -> None:
 
 
 def trainer_config(config: TrainConfig) -> TrainerConfig:
+    """The update's settings from ``[algorithm]``, ``[optim]`` and ``[run]`` (total steps, seed), by name."""
     from execrl.trainer import TrainerConfig
 
-    alg, opt = config.algorithm, config.optim
-    return TrainerConfig(
-        learning_rate=opt.learning_rate,
-        weight_decay=opt.weight_decay,
-        lr_schedule=opt.lr_schedule,
-        warmup_steps=opt.warmup_steps,
-        total_steps=config.run.total_steps,
-        max_grad_norm=opt.max_grad_norm,
-        ppo_epochs=opt.ppo_epochs,
-        tokens_per_microbatch=opt.tokens_per_microbatch,
-        share_prompt_forward=opt.share_prompt_forward,
-        policy_loss=alg.policy_loss,
-        clip_eps_low=alg.clip_eps_low,
-        clip_eps_high=alg.clip_eps_high,
-        clip_ratio_c=alg.clip_ratio_c,
-        loss_aggregation=alg.loss_aggregation,
-        advantage_estimator=alg.advantage_estimator,
-        advantage_std_eps=alg.std_eps,
-        gamma=alg.gamma,
-        gae_lambda=alg.gae_lambda,
-        value_coef=alg.value_coef,
-        value_clip_eps=alg.value_clip_eps,
-        kl_coef=alg.kl_coef,
-        kl_estimator=alg.kl_estimator,
-        kl_in_reward=alg.kl_in_reward,
-        entropy_coef=alg.entropy_coef,
-        logprob_temperature=config.rollout.temperature,
-        seed=config.run.seed,
-    )
+    return build(
+        TrainerConfig, config.algorithm, config.optim, config.run,
+        advantage_std_eps=config.algorithm.std_eps,
+        logprob_temperature=config.rollout.temperature,  # must equal the sampling temperature (TRL #4159)
+        defaults=TRAINER_DEFAULTS,
+    )  # fmt: skip
 
 
-@dataclass
-class StopFlag:
-    """Set by SIGINT/SIGTERM; the loop checks it after each step, checkpoints and stops cleanly."""
-
-    requested: bool = False
-    reason: str = ""
-
-    def request(self, reason: str) -> None:
-        self.requested, self.reason = True, reason
+# TrainerConfig fields the run config does not expose: the update keeps their defaults.
+TRAINER_DEFAULTS = (
+    "adam_beta1", "adam_beta2", "adam_eps", "min_lr_ratio", "optimizer_steps_per_epoch",
+    "loss_sum_norm_length", "loss_sum_norm_by_sequences", "logprob_chunk_tokens",
+)  # fmt: skip
