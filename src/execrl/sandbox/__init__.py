@@ -17,7 +17,11 @@ trained against it would learn:
 * Forged results: early exit, printed results, records written by the program itself. Every byte that
   comes from the candidate (records, returned values, outputs) is untrusted input, parsed with bounds
   (depth, size, types) and judged: a malformed one is the candidate's ``runtime_error`` or
-  ``wrong_answer``, never an exception in the caller. Assert-style tests are rewritten into comparisons
+  ``wrong_answer``, never an exception in the caller. A Python plain run ends as ``python main.py`` would
+  (``pyexit.py``), with nothing looked up after the program ran that it could have replaced
+  (``os._exit``, builtins, ``json``, exception classes): patching ``os._exit`` forges no exit status,
+  and SandboxFusion's anti-hack prelude (``os._exit = None``) breaks no correct program
+  (``tests/security/test_exit_path_hazards.py``). Assert-style tests are rewritten into comparisons
   the parent judges, with expected values that never enter the sandbox, where their shape allows
   (``assert f(x) == y``, ``abs(f(x) - y) < tol``, ``assert f(x)``/``not f(x)``, ``candidate`` inside
   ``check``); the rest run where the candidate cannot reach the channel that reports them.
