@@ -16,8 +16,9 @@ sandbox's harness validates exactly as it validates a Python candidate's records
 Toolchains come from Debian packages (``package``; ``scripts/setup.sh --system`` installs them). A
 language whose toolchain is missing on this host stays registered but ``unavailable``: a request for it
 is an ``InvalidRequestError`` that names the package to install, never a crash or a wrong verdict.
-Executables are resolved on the host (``os.path.realpath``) when the job is built, because the jail has
-``/usr`` but not ``/etc/alternatives``, through which Debian links ``java``, ``cc`` and others.
+Executables are resolved on the host (``os.path.realpath``) when the job is built, so a toolchain that
+resolves outside what the jail shows is reported missing rather than failing inside it (the jail also
+binds ``/etc/alternatives``, through which Debian links ``java``, ``cc``, ``awk`` and others).
 """
 
 from __future__ import annotations

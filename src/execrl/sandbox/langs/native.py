@@ -5,8 +5,8 @@ optimisation, so that the run-time limits judge the algorithm rather than a debu
 registration to copy for a new compiled language.
 
 * Rust: ``--edition 2021`` (rustc's default is 2015, which rejects code written today), linked with
-  ``gcc`` named by path: rustc's default linker ``cc`` is a Debian alternative, and ``/etc/alternatives``
-  is not in the jail. ``codegen-units=1`` keeps rustc to a few threads (each thread counts against the
+  ``gcc`` named by path (rustc's default linker ``cc`` is a Debian alternative: one link less to
+  resolve, and the host check finds a missing ``gcc``). ``codegen-units=1`` keeps rustc to a few threads (each thread counts against the
   pids limit) and costs nothing on programs this size.
 * Go: ``go build`` needs a writable build cache and ``GOPATH``; both live in the work directory's tmpfs,
   so each execution starts cold and leaves nothing behind (Debian's Go 1.19 ships the standard library
