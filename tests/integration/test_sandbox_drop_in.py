@@ -59,7 +59,7 @@ def test_posix_tools_run_from_bash(sandbox: Sandbox) -> None:
     """``/usr/bin/awk`` (and ``nawk``, ``which``...) are links through ``/etc/alternatives``, which the
     jail did not bind: Bash programs got "awk: command not found"."""
     lines = ["printf 'b 2\\na 1\\nc 3\\n' > data.txt"]
-    lines += [f"echo \"$({command})\"" for command in POSIX_TOOLS]
+    lines += [f'echo "$({command})"' for command in POSIX_TOOLS]
     result = sandbox.run(ExecutionRequest(language="bash", program="\n".join(lines) + "\n"))
     assert result.passed, result.stderr
     assert result.stdout.splitlines() == list(POSIX_TOOLS.values())

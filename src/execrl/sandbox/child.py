@@ -209,11 +209,15 @@ def run_main(
         except BaseException as exc:  # noqa: BLE001
             prelude_failed(exc)
         records = _Records(rec_fd, 1 << 16)
-        sys.argv = [job["program_path"]]
+        module = _run_module(job["language"].get("run"))
+        sys.argv = [job["program_path"]] if module is None else module
         sys.path.insert(0, os.getcwd())
         error: BaseException | None = None
         try:
-            _exec_program(job["program"], job["program_path"], "__main__")
+            if module is None:
+                _exec_program(job["program"], job["program_path"], "__main__")
+            else:
+                _runpy().run_module(module[0], run_name="__main__", alter_sys=True)
         except _BaseException as exc:  # noqa: BLE001 - the candidate's failure is data
             error = exc
         if error is not None and not pyexit.is_system_exit(error):
@@ -224,6 +228,20 @@ def run_main(
         status = pyexit.finish(error, __file__)
     finally:
         exit_now(status)
+
+
+def _run_module(run: list[str] | None) -> list[str] | None:
+    """``[module, *args]`` when the language runs a module on the program (``python -m pytest main.py``:
+    its ``run`` argv is ``["-m", module, *args]``), else None (the program itself is ``__main__``)."""
+    if run and len(run) >= 2 and run[0] == "-m":
+        return run[1:]
+    return None
+
+
+def _runpy() -> Any:
+    import runpy  # only a module-running language needs it; the zygote stays lean
+
+    return runpy
 
 
 _TAGS: dict[type[tuple[Any, ...] | set[Any] | frozenset[Any]], str] = {tuple: "t", set: "s", frozenset: "f"}

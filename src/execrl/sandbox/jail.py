@@ -132,10 +132,13 @@ def _touch(path: str) -> None:
         pass
 
 
-def build_template_root(python_prefix: str, packages_dir: str | None = None) -> None:
+def build_template_root(
+    python_prefix: str, packages_dir: str | None = None, ro_dirs: tuple[str, ...] = ()
+) -> None:
     """Run once, in the zygote: move it into a private mount namespace whose root is the read-only
     skeleton every sandbox shares (``/usr``, the Python prefix, devices, empty ``/proc`` and ``/tmp``),
-    plus, for a runtime with packages (``runtimes.py``), its packages directory, read-only like the rest.
+    plus, for a runtime with packages (``runtimes.py``), its packages directory, read-only like the rest,
+    and ``ro_dirs`` (host directories a toolchain reads: Go's warm build cache, ``gocache.py``).
 
     Each worker is then cloned with a new mount namespace, which copies this small tree; the worker only
     mounts its own ``/proc`` and work directory. Building the tree per worker instead (about ten mounts,
@@ -167,9 +170,9 @@ def build_template_root(python_prefix: str, packages_dir: str | None = None) -> 
     if not prefix.startswith("/usr/"):
         os.makedirs(f"{root}{prefix}", exist_ok=True)
         _ro_bind(prefix, f"{root}{prefix}")
-    if packages_dir is not None:
-        os.makedirs(f"{root}{packages_dir}", exist_ok=True)
-        _ro_bind(packages_dir, f"{root}{packages_dir}")
+    for host in (packages_dir, *ro_dirs) if packages_dir is not None else ro_dirs:
+        os.makedirs(f"{root}{host}", exist_ok=True)
+        _ro_bind(host, f"{root}{host}")
     _add_devices(root)
     os.chdir(root)
     linux.pivot_root(".", ".old")

@@ -5,13 +5,14 @@ Endpoints (all JSON):
     POST /v1/execute        ExecutionRequest (see ``serialize.py``)      -> ExecutionResult
     POST /v1/execute_batch  {"requests": [ExecutionRequest, ...]}      -> {"results": [...]} (input order)
     POST /run_code          SandboxFusion's request (see ``fusion.py``) -> SandboxFusion's response
+    POST /run_jupyter       501: not implemented yet (needs sandbox sessions)
     GET  /v1/ping           -> "pong"
 
 verl's SandboxFusion reward client works unchanged: set its ``sandbox_fusion_url`` to
 ``http://HOST:PORT/run_code`` (see ``fusion.py`` for where the semantics differ and why).
 
 Bad input never reaches the sandbox and never stops the server: a body that is not UTF-8 or not JSON, a
-wrong field type, an unknown field or language, an empty program or an out-of-range limit answers HTTP 422
+wrong field type, an unknown field or language, an out-of-range limit or (``/v1/*``) an empty program answers HTTP 422
 (as FastAPI, hence SandboxFusion, does) with ``{"error": "<field>: <problem>", "detail": [{"loc": [...],
 "field": ..., "msg": ..., "type": ...}]}``; so do JSON nested deeper than ``caps.MAX_JSON_DEPTH`` and a
 request above one of ``ServiceConfig``'s caps (output per stream, tests, batch size, worst-case result
@@ -35,7 +36,7 @@ import re
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from aiohttp import web
 
@@ -79,8 +80,12 @@ class ServiceConfig:
     ``\\u`` escapes); bodies over ``max_body_mb`` answer 413. ``allowed_origins``: browser origins
     (``https://host[:port]``) whose POSTs are served; any POST carrying another ``Origin`` header
     answers 403 (none by default: the API is for programs, not web pages).
-    ``run_code_python_runtime``: the runtime ``/run_code``'s ``python`` runs in (``None``: the
-    standard-library runtime; ``"python-data"`` for numpy, pandas, scipy, scikit-learn).
+    ``run_code_python_runtime``: the runtime ``/run_code``'s ``python`` runs in (``"auto"``, the default:
+    ``python-data`` when installed, as SandboxFusion's Python has numpy; ``None``: the standard library;
+    ``"python-data"``: required, the server refuses to start without it). ``run_code_typescript``:
+    ``"transpile"`` (default, SandboxFusion's ``tsx``: types ignored) or ``"check"`` (type errors are
+    compile errors); ``run_code_console_assert``: ``"log"`` (default, as SandboxFusion: a failed
+    ``console.assert`` only prints) or ``"fail"`` (it fails the run). ``fusion.py`` says why.
     """
 
     default_memory_mb: int = 1024
@@ -90,7 +95,9 @@ class ServiceConfig:
     max_tests: int = 1024
     max_result_mb: int = 256
     allowed_origins: tuple[str, ...] = ()
-    run_code_python_runtime: str | None = None
+    run_code_python_runtime: str | None = "auto"
+    run_code_typescript: Literal["transpile", "check"] = "transpile"
+    run_code_console_assert: Literal["log", "fail"] = "log"
 
     def __post_init__(self) -> None:
         names = ("default_memory_mb", "max_batch_requests", "max_body_mb", "max_tests", "max_result_mb")
@@ -101,7 +108,15 @@ class ServiceConfig:
             raise InvalidRequestError(
                 f"ServiceConfig.max_output_bytes={self.max_output_bytes} is out of range; set it in [64, {1 << 30}]"
             )
-        if self.run_code_python_runtime is not None:  # refuse to start without it, naming the setup command
+        if self.run_code_typescript not in ("transpile", "check"):
+            raise InvalidRequestError(
+                f"run_code_typescript={self.run_code_typescript!r}: use transpile or check"
+            )
+        if self.run_code_console_assert not in ("log", "fail"):
+            raise InvalidRequestError(
+                f"run_code_console_assert={self.run_code_console_assert!r}: use log or fail"
+            )
+        if self.run_code_python_runtime not in (None, "auto"):  # refuse to start without it, naming the setup
             from execrl.sandbox.runtimes import resolve_runtime
 
             resolve_runtime("python", self.run_code_python_runtime)
@@ -259,6 +274,8 @@ async def _run_code(request: web.Request) -> web.Response:
             default_memory_mb=config.default_memory_mb,
             max_output_bytes=config.max_output_bytes,
             python_runtime=config.run_code_python_runtime,
+            typescript=config.run_code_typescript,
+            console_assert=config.run_code_console_assert,
         )
     except UnsupportedLanguage as exc:
         return web.json_response(_unsupported(exc))
@@ -270,9 +287,22 @@ async def _run_code(request: web.Request) -> web.Response:
         body = run_code_response(_sandbox_error_result(str(exc)), execution.language)
         return web.json_response(body)
     response = run_code_response(
-        result, execution.language, max_output_bytes=execution.limits.max_output_bytes
+        result,
+        execution.language,
+        max_output_bytes=execution.limits.max_output_bytes,
+        runtime=execution.runtime,
     )
     return web.json_response(response)
+
+
+async def _run_jupyter(request: web.Request) -> web.Response:
+    """SandboxFusion's ``/run_jupyter`` (cells run in one kernel) needs a sandbox that outlives one
+    execution; until execrl's sandbox sessions serve it, a clear 501 rather than a 404."""
+    message = (
+        "/run_jupyter is not implemented by this execrl server: it needs a stateful sandbox session "
+        "(cells sharing one kernel), which execrl's sessions will provide; use /run_code per program"
+    )
+    return _error_response(501, [FieldProblem(request.path, message, "not_implemented")])
 
 
 def _sandbox_error_result(message: str) -> ExecutionResult:
@@ -292,6 +322,7 @@ def create_app(sandbox: SupportsAsyncRun, config: ServiceConfig | None = None) -
     app.router.add_post("/v1/execute", _execute)
     app.router.add_post("/v1/execute_batch", _execute_batch)
     app.router.add_post("/run_code", _run_code)
+    app.router.add_post("/run_jupyter", _run_jupyter)
     app.router.add_get("/v1/ping", _ping)
     return app
 
