@@ -63,7 +63,10 @@ trained against it would learn:
 * Other languages (``langs/``: C, C++, Java, JavaScript, TypeScript, Go, Rust, Bash): compilers and
   runtimes are ordinary programs in the same jail, as the candidate's uid, under the same limits (plus
   a language's floors, ``Language.limits_for``); their caches and homes live in the execution's tmpfs.
-  Besides ``/usr`` the jail sees only the JDK's configuration, ``/etc/java-*-openjdk``, read-only.
+  Besides ``/usr`` the jail sees only the JDK's configuration, ``/etc/java-*-openjdk``, Debian's
+  ``/etc/alternatives`` (links into ``/usr``) and Go's warm standard-library cache (``gocache.py``,
+  built on the host by trusted code, shared by every sandbox), all read-only; build outputs live in
+  the work directory's ``.execrl/``, where no request file may go.
   Function-call tests in Java/JavaScript/TypeScript run the candidate in one process with a harness
   written in that language (fd 3 carries its records): as in Python's group runs the candidate can
   write those records itself, but a record carries a returned value only, judged by the parent
