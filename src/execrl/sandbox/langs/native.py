@@ -11,7 +11,7 @@ registration to copy for a new compiled language.
 * Go: GOPATH mode (``GO111MODULE=off``) with Debian's Go libraries as ``GOPATH`` (``/usr/share/gocode``:
   testify when ``golang-github-stretchr-testify-dev`` is installed), no proxy and no cgo: nothing is
   fetched and no C compiler is started. ``GOCACHE`` is the warm read-only cache of the standard
-  library (``gocache.py``: without it every program importing ``net/http`` recompiled it, 14-18 s), or
+  library (``gocache.py``: without it every program importing ``net/http`` recompiled it: 6.2 s against 0.6 s warm), or
   a per-execution one in the work directory where it cannot be built. The ``go`` command runs the
   compiler and the linker as child processes with a few threads each, hence the higher
   ``min_processes``. ``go_test`` is SandboxFusion's mode of that name: ``go test`` of the program
