@@ -104,9 +104,8 @@ def _subprocess_rows(runs: int) -> dict[str, Any]:
     for name, program in PROGRAMS.items():
 
         def call(program: str = program) -> None:
-            subprocess.run(  # a session of its own, as each sandboxed run (sched_autogroup)
-                [base_python(), "-S", "-c", program], env=env, check=True, capture_output=True, start_new_session=True
-            )
+            argv = [base_python(), "-S", "-c", program]  # in a session of its own, as each sandboxed run
+            subprocess.run(argv, env=env, check=True, capture_output=True, start_new_session=True)
 
         rows[name] = _times_ms(call, runs)
     return rows

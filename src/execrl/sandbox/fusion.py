@@ -8,13 +8,13 @@ SandboxError), ``message``, ``compile_result``/``run_result`` ({status Finished 
 execution_time, return_code, stdout, stderr}), ``executor_pod_name`` and ``files`` (path -> base64).
 
 Languages (``SANDBOX_FUSION_NAMES``): SandboxFusion's ``python``, ``cpp``, ``nodejs``, ``go``, ``java``,
-``rust``, ``bash``, ``typescript``, ``pytest``, ``go_test`` and ``junit`` run as execrl's languages of
-the same names (``nodejs`` as ``javascript``); ``python3``, ``c``, ``javascript``, ``js`` and ``ts`` are
-accepted too, and so is any name in execrl's registry (``typescript-transpile``...). A name SandboxFusion does not know is a 422 (as its own
-schema validation does); a name it knows that execrl does not run here (``php``, ``jest``, ``csharp``,
-... or one of the languages above whose toolchain or runtime this server lacks) answers
-``status: SandboxError`` with a message listing what runs: what SandboxFusion returns when a runner is
-unavailable, and what verl counts as a sandbox fault (-1), not as a wrong answer.
+``rust``, ``bash``, ``typescript``, ``pytest``, ``go_test`` and ``junit`` run as execrl's languages of the
+same names (``nodejs`` as ``javascript``); ``python3``, ``c``, ``javascript``, ``js`` and ``ts`` are
+accepted too, and so is any name in execrl's registry (``typescript-transpile``...). A name SandboxFusion
+does not know is a 422 (as its own schema validation does); a name it knows that execrl does not run here
+(``php``, ``jest``, ``csharp``, ... or one of the languages above whose toolchain or runtime this server
+lacks) answers ``status: SandboxError`` with a message listing what runs: what SandboxFusion returns when a
+runner is unavailable, and what verl counts as a sandbox fault (-1), not as a wrong answer.
 
 Where execrl differs, and why (all documented, none silent):
 * ``python`` runs the server's ``run_code_python_runtime`` (``ServiceConfig``): by default ``python-data``

@@ -6,16 +6,16 @@ standard library was built with cgo, so ``net``, ``os/user`` and every package i
 ``GOCACHE``: building a program importing ``net/http`` (testify's ``assert`` does) took 6.2 s in the
 sandbox and a HumanEval-X ``go test`` with testify 11 s, against 0.6 s and 0.5 s warm (README).
 
-What: ``go build std``, plus Debian's testify when it is installed
-(``golang-github-stretchr-testify-dev``, what HumanEval-X's Go tests import), and one ``go test`` of a
-file importing the common packages (``WARM_IMPORTS``: ``go test`` vets every dependency: a cold one of
-HumanEval-X's shape took 11 s in the sandbox, 0.5 s warm), compiled once on the host into ``$EXECRL_RUNTIMES_DIR/go-cache/<go version>-<key>``
-with exactly the environment the jail's ``go`` runs with (``jail.ENV`` and the Go language's
-variables: ``CGO_ENABLED``, ``GO111MODULE``, ``GOFLAGS``...; ``key`` hashes them, so another setting is
-another directory). The jail binds ``go-cache`` read-only (``bind_dirs``), and a Go job points
-``GOCACHE`` at the built directory (``job_env``). Go reads a read-only cache and skips its writes
-silently (measured: a build against it succeeds and leaves it unchanged), so each execution still
-compiles its own packages, and nothing one sandbox does reaches another.
+What: ``go build std``, plus Debian's testify when it is installed (``golang-github-stretchr-testify-dev``,
+what HumanEval-X's Go tests import), and one ``go test`` of a file importing the common packages
+(``WARM_IMPORTS``: ``go test`` vets every dependency: a cold one of HumanEval-X's shape took 11 s in the
+sandbox, 0.5 s warm), compiled once on the host into ``$EXECRL_RUNTIMES_DIR/go-cache/<go version>-<key>``
+with exactly the environment the jail's ``go`` runs with (``jail.ENV`` and the Go language's variables:
+``CGO_ENABLED``, ``GO111MODULE``, ``GOFLAGS``...; ``key`` hashes them, so another setting is another
+directory). The jail binds ``go-cache`` read-only (``bind_dirs``), and a Go job points ``GOCACHE`` at the
+built directory (``job_env``). Go reads a read-only cache and skips its writes silently (measured: a build
+against it succeeds and leaves it unchanged), so each execution still compiles its own packages, and nothing
+one sandbox does reaches another.
 
 When: ``scripts/setup.sh --system`` builds it (``gocache.main``); otherwise the first
 Go job on a host builds it before it starts (once, under a lock file; about 15-60 s on 2 cores) and

@@ -12,7 +12,7 @@ verl's SandboxFusion reward client works unchanged: set its ``sandbox_fusion_url
 ``http://HOST:PORT/run_code`` (see ``fusion.py`` for where the semantics differ and why).
 
 Bad input never reaches the sandbox and never stops the server: a body that is not UTF-8 or not JSON, a
-wrong field type, an unknown field or language, an out-of-range limit or (``/v1/*``) an empty program answers HTTP 422
+wrong field type, an unknown field or language, an empty /v1 program or an out-of-range limit answers HTTP 422
 (as FastAPI, hence SandboxFusion, does) with ``{"error": "<field>: <problem>", "detail": [{"loc": [...],
 "field": ..., "msg": ..., "type": ...}]}``; so do JSON nested deeper than ``caps.MAX_JSON_DEPTH`` and a
 request above one of ``ServiceConfig``'s caps (output per stream, tests, batch size, worst-case result

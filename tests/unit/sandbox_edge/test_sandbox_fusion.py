@@ -6,8 +6,7 @@ import base64
 
 import pytest
 
-from execrl.sandbox import ExecutionResult, Limits
-from execrl.sandbox import fusion
+from execrl.sandbox import ExecutionResult, Limits, fusion
 from execrl.sandbox.fusion import UnsupportedLanguage, parse_run_code, run_code_response
 from execrl.sandbox.serialize import RequestFieldError
 from execrl.sandbox.types import Verdict

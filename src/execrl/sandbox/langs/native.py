@@ -6,18 +6,19 @@ registration to copy for a new compiled language.
 
 * Rust: ``--edition 2021`` (rustc's default is 2015, which rejects code written today), linked with
   ``gcc`` named by path (rustc's default linker ``cc`` is a Debian alternative: one link less to
-  resolve, and the host check finds a missing ``gcc``). ``codegen-units=1`` keeps rustc to a few threads (each thread counts against the
-  pids limit) and costs nothing on programs this size.
-* Go: GOPATH mode (``GO111MODULE=off``) with Debian's Go libraries as ``GOPATH`` (``/usr/share/gocode``:
-  testify when ``golang-github-stretchr-testify-dev`` is installed), no proxy and no cgo: nothing is
-  fetched and no C compiler is started. ``GOCACHE`` is the warm read-only cache of the standard
-  library (``gocache.py``: without it every program importing ``net/http`` recompiled it: 6.2 s against 0.6 s warm), or
-  a per-execution one in the work directory where it cannot be built. The ``go`` command runs the
-  compiler and the linker as child processes with a few threads each, hence the higher
-  ``min_processes``. ``go_test`` is SandboxFusion's mode of that name: ``go test`` of the program
-  (a ``_test.go`` file of ``package main``) as the run itself, no separate compile step, so its
-  ``execution_time`` includes the build as SandboxFusion's does; the verdict is ``go test``'s exit
-  status (0 when every test passed; a build or vet failure is a failed run, as there).
+  resolve, and the host check finds a missing ``gcc``). ``codegen-units=1`` keeps rustc to a few
+  threads (each thread counts against the pids limit) and costs nothing on programs this size.
+* Go: GOPATH mode (``GO111MODULE=off``) with Debian's Go libraries as ``GOPATH``
+  (``/usr/share/gocode``: testify when ``golang-github-stretchr-testify-dev`` is installed), no proxy
+  and no cgo: nothing is fetched and no C compiler is started. ``GOCACHE`` is the warm read-only cache
+  of the standard library (``gocache.py``: without it every program importing ``net/http`` recompiled
+  it: 6.2 s against 0.6 s warm), or a per-execution one in the work directory where it cannot be
+  built. The ``go`` command runs the compiler and the linker as child processes with a few threads
+  each, hence the higher ``min_processes``. ``go_test`` is SandboxFusion's mode of that name: ``go
+  test`` of the program (a ``_test.go`` file of ``package main``) as the run itself, no separate
+  compile step, so its ``execution_time`` includes the build as SandboxFusion's does; the verdict is
+  ``go test``'s exit status (0 when every test passed; a build or vet failure is a failed run, as
+  there).
 * C++ links ``-lcrypto -lssl -lpthread`` when this host's ``g++`` finds them (``optional_libraries``;
   SandboxFusion's runner adds the same flags after a link test; ``libssl-dev`` provides the first two).
 
