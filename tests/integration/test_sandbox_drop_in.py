@@ -216,15 +216,18 @@ def test_jest_and_run_jupyter_are_clear_refusals() -> None:
 # -- item 3: /run_code's default Python --------------------------------------------------------------
 def test_run_code_python_has_numpy_or_says_it_does_not(sandbox: Sandbox) -> None:
     """HumanEval-X's Python harness imports numpy: on a default server every program was a silent
-    Failed. Now the default runtime is python-data when installed; a server without it answers
-    SandboxError naming the package; a module SandboxFusion lacks too stays the program's Failed."""
+    Failed. Now the default runtime is python-data when installed; on a server without it the Failed
+    says which package is missing and how to get it (not SandboxError: the program could choose that by
+    importing one); a module SandboxFusion lacks too stays a plain Failed."""
     body = {"code": "import numpy as np\nprint(np.arange(4).sum())\n", "language": "python"}
     request = parse_run_code(body, default_memory_mb=1024, python_runtime=None)
     stdlib = run_code_response(sandbox.run(request), "python", runtime=None)
-    assert stdlib["status"] == "SandboxError" and "'numpy' is not installed" in stdlib["message"]
+    assert stdlib["status"] == "Failed" and "'numpy' is not installed" in stdlib["message"]
+    assert "--run-code-python-runtime python-data" in stdlib["message"]
     made_up = {"code": "import surely_not_a_package_xyz\n", "language": "python"}
     request = parse_run_code(made_up, default_memory_mb=1024, python_runtime=None)
-    assert run_code_response(sandbox.run(request), "python")["status"] == "Failed"
+    plain = run_code_response(sandbox.run(request), "python")
+    assert plain["status"] == "Failed" and plain["message"] == ""
     _needs_python_data()
     default = run_code(sandbox, body)
     assert default["status"] == "Success" and default["run_result"]["stdout"] == "6\n"

@@ -19,9 +19,11 @@ runner is unavailable, and what verl counts as a sandbox fault (-1), not as a wr
 Where execrl differs, and why (all documented, none silent):
 * ``python`` runs the server's ``run_code_python_runtime`` (``ServiceConfig``): by default ``python-data``
   (numpy, pandas, scipy, scikit-learn, pytest) when it is installed, as SandboxFusion's Python has numpy
-  and HumanEval-X's harness imports it, else the standard library. SandboxFusion's has 101 packages: a
-  run that dies importing one of them that this server lacks answers ``status: SandboxError`` naming
-  the package (``_missing_package``), never a ``Failed`` that reads as the program's fault.
+  and HumanEval-X's harness imports it, else the standard library (the server says so when it starts).
+  SandboxFusion's has 101 packages: a run that dies importing one of them that this server lacks is
+  ``Failed`` with a ``message`` naming the package and the option (``_missing_package``), never a
+  silent ``Failed`` that reads as the program's fault (nor a ``SandboxError``, which the program could
+  choose by importing one).
 * ``pytest``, ``go_test`` and ``junit`` run as execrl's languages of those names (SandboxFusion's
   test-runner modes: ``langs/scripts.py``, ``langs/native.py``, ``langs/jvm.py`` give the verdict
   rules: the runner's exit status, 0 when no test failed); ``jest`` is not run (SandboxFusion's jest
@@ -372,11 +374,12 @@ def _run_time_s(result: ExecutionResult) -> float:
 
 def _missing_package(result: ExecutionResult, language: str, runtime: str | None) -> str | None:
     """The message for a Python run that died importing a package SandboxFusion's runtime has and this
-    server's lacks (``SANDBOX_FUSION_PYTHON_MODULES``), else None. Such a run is this server's gap, not
-    the program's fault, so it answers ``SandboxError`` (what SandboxFusion answers for a runner it lacks,
-    and what verl counts as a sandbox fault) instead of a ``Failed`` that reads as a wrong program. A
-    module SandboxFusion lacks too (a made-up import) stays the program's ``Failed``. The exception is
-    the program's own report (it could fake one, and gain only a ``SandboxError``, which passes nothing)."""
+    server's lacks (``SANDBOX_FUSION_PYTHON_MODULES``), else None: the run stays ``Failed`` (the program
+    did fail here), with ``message`` saying it is this server's gap and how to close it, never a silent
+    ``Failed`` that reads as a wrong program. Not ``SandboxError``: the exception is the program's own
+    report, and any program can import (or fake importing) such a package, so a ``SandboxError`` here
+    would be a sandbox fault the candidate chooses, which a reward that masks sandbox faults would
+    skip instead of scoring. A module SandboxFusion lacks too (a made-up import) gets no message."""
     if get_language(language).mode != "python" or result.error_type != "ModuleNotFoundError":
         return None
     match = re.match(r"No module named '([^'.]+)", result.error_message or "")
@@ -399,19 +402,12 @@ def run_code_response(
     A run killed for its output is ``Failed`` with return code -9 (``-SIGKILL``, the subprocess
     convention SandboxFusion inherits for a killed process) and a message naming the stream and the limit
     (``max_output_bytes``, the request's, when given). A Python run that could not import a package
-    SandboxFusion's runtime has is ``SandboxError`` naming the package (``_missing_package``).
+    SandboxFusion's runtime has is ``Failed`` with a ``message`` naming the package (``_missing_package``).
     """
     if result.verdict is Verdict.SANDBOX_ERROR:
         message = result.sandbox_error or "sandbox error"
         run = _command("Error", execution_time=None, return_code=None, stdout="", stderr=message)
         return _response("SandboxError", message, None, run)
-    missing = _missing_package(result, language, runtime)
-    if missing is not None:
-        run = _command(
-            "Error", execution_time=_run_time_s(result), return_code=result.exit_code, stdout=result.stdout,
-            stderr=result.stderr,
-        )  # fmt: skip
-        return _response("SandboxError", missing, None, run, result)
     compile_result = None
     if get_language(language).compile_argv:
         failed = result.verdict is Verdict.COMPILE_ERROR
@@ -436,6 +432,9 @@ def run_code_response(
     )
     ok = not timed_out and return_code == 0 and result.verdict is Verdict.PASSED
     message = _message(result, return_code, ok, max_output_bytes)
+    missing = None if ok else _missing_package(result, language, runtime)
+    if missing is not None:
+        message = f"execrl: {missing}"
     return _response("Success" if ok else "Failed", message, compile_result, run, result)
 
 

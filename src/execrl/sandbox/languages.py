@@ -130,7 +130,7 @@ class Language:
         argvs = (self.compile_argv, self.run_argv, *((self.call.run_argv,) if self.call else ()))
         wanted = [argv[0] for argv in argvs if argv and argv[0].startswith("/")] + list(self.tools)
         missing = [path for path in dict.fromkeys(wanted) if _host_path(path) is None]
-        return missing + [path for path in self.data_files if _host_path(path, executable=False) is None]
+        return missing + [path for path in self.data_files if _host_file(path) is None]
 
     def check_available(self) -> None:
         """Raise ``InvalidRequestError`` naming the Debian package when the toolchain is missing."""
@@ -246,12 +246,18 @@ def host_argv(argv: tuple[str, ...]) -> list[str]:
 
 
 @functools.lru_cache(maxsize=256)
-def _host_path(path: str, executable: bool = True) -> str | None:
-    """``path`` with its symlinks resolved, if it is an executable (or, else, a file) the jail can see."""
+def _host_path(path: str) -> str | None:
+    """``path`` with its symlinks resolved, if it is an executable the jail can see, else ``None``."""
     real = os.path.realpath(path)
-    if not real.startswith(JAIL_VISIBLE) or not os.access(real, os.X_OK if executable else os.R_OK):
+    if not real.startswith(JAIL_VISIBLE) or not os.access(real, os.X_OK):
         return None
     return real
+
+
+def _host_file(path: str) -> str | None:
+    """As ``_host_path`` for a file the toolchain reads (``Language.data_files``): readable is enough."""
+    real = os.path.realpath(path)
+    return real if real.startswith(JAIL_VISIBLE) and os.access(real, os.R_OK) else None
 
 
 _LANGUAGES: Registry[Language] = Registry("language", plural="languages", unknown_error=InvalidRequestError)

@@ -34,6 +34,7 @@ import asyncio
 import json
 import re
 import signal
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -352,6 +353,16 @@ def serve(*, host: str, port: int, workers: int | None, config: ServiceConfig | 
     """
     from execrl.sandbox import Sandbox, SandboxConfig  # the isolation engine, imported only when serving
 
+    config = config or ServiceConfig()
+    if config.run_code_python_runtime == "auto":
+        from execrl.sandbox.runtimes import get_runtime
+
+        problem = get_runtime("python-data").problem()
+        if problem is not None:  # stderr: the first stdout line is the address
+            print(
+                f"execrl sandbox serve: /run_code's python has the standard library only ({problem})",
+                file=sys.stderr,
+            )
     sandbox_config = SandboxConfig() if workers is None else SandboxConfig(workers=workers)
     with Sandbox(sandbox_config) as sandbox:
         asyncio.run(_serve_until_signal(create_app(sandbox, config), host, port))
