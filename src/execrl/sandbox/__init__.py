@@ -17,7 +17,11 @@ trained against it would learn:
 * Forged results: early exit, printed results, records written by the program itself. Every byte that
   comes from the candidate (records, returned values, outputs) is untrusted input, parsed with bounds
   (depth, size, types) and judged: a malformed one is the candidate's ``runtime_error`` or
-  ``wrong_answer``, never an exception in the caller. Assert-style tests are rewritten into comparisons
+  ``wrong_answer``, never an exception in the caller. A Python plain run ends as ``python main.py`` would
+  (``pyexit.py``), with nothing looked up after the program ran that it could have replaced
+  (``os._exit``, builtins, ``json``, exception classes): patching ``os._exit`` forges no exit status,
+  and SandboxFusion's anti-hack prelude (``os._exit = None``) breaks no correct program
+  (``tests/security/test_exit_path_hazards.py``). Assert-style tests are rewritten into comparisons
   the parent judges, with expected values that never enter the sandbox, where their shape allows
   (``assert f(x) == y``, ``abs(f(x) - y) < tol``, ``assert f(x)``/``not f(x)``, ``candidate`` inside
   ``check``); the rest run where the candidate cannot reach the channel that reports them.
@@ -59,7 +63,10 @@ trained against it would learn:
 * Other languages (``langs/``: C, C++, Java, JavaScript, TypeScript, Go, Rust, Bash): compilers and
   runtimes are ordinary programs in the same jail, as the candidate's uid, under the same limits (plus
   a language's floors, ``Language.limits_for``); their caches and homes live in the execution's tmpfs.
-  Besides ``/usr`` the jail sees only the JDK's configuration, ``/etc/java-*-openjdk``, read-only.
+  Besides ``/usr`` the jail sees only the JDK's configuration, ``/etc/java-*-openjdk``, Debian's
+  ``/etc/alternatives`` (links into ``/usr``) and Go's warm standard-library cache (``gocache.py``,
+  built on the host by trusted code, shared by every sandbox), all read-only; build outputs live in
+  the work directory's ``.execrl/``, where no request file may go.
   Function-call tests in Java/JavaScript/TypeScript run the candidate in one process with a harness
   written in that language (fd 3 carries its records): as in Python's group runs the candidate can
   write those records itself, but a record carries a returned value only, judged by the parent

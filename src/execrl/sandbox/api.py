@@ -121,7 +121,7 @@ def validate_request(request: ExecutionRequest) -> None:
         raise InvalidRequestError(f"expected an ExecutionRequest, got {type(request).__name__}")
     language = get_language(request.language)
     language.check_available()
-    resolve_runtime(language.name, request.runtime)
+    resolve_runtime(language.name, request.runtime or language.runtime)
     if request.program_path is None:  # the language's default path may clash with a file
         paths = work_path_problems(list(request.files), language.default_path)
         if paths:
@@ -254,7 +254,7 @@ class Sandbox:
         limits = request.limits
         job = job_fields(request, language)
         try:
-            pool = self._pool_for(request.runtime)
+            pool = self._pool_for(request.runtime or language.runtime)
             hint = pool.observe(job)  # before acquire: the worker built to replace the one it takes
             worker = pool.acquire((limits.workdir_mb, limits.workdir_inodes), hint)
         except SandboxFailure as exc:

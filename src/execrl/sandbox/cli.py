@@ -253,7 +253,11 @@ def _serve_handler(args: argparse.Namespace) -> int:
             max_tests=args.max_tests,
             max_result_mb=args.max_result_mb,
             allowed_origins=tuple(args.allow_origin),
-            run_code_python_runtime=args.run_code_python_runtime,
+            run_code_python_runtime=None
+            if args.run_code_python_runtime == "python"
+            else args.run_code_python_runtime,
+            run_code_typescript=args.run_code_typescript,
+            run_code_console_assert=args.run_code_console_assert,
         )
         serve(
             host=args.host,
@@ -347,8 +351,22 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     serve.add_argument("--max-tests", type=int, default=1024, help="cap on tests per execution (422 above)")
     serve.add_argument(
         "--run-code-python-runtime",
-        default=None,
-        help="runtime of /run_code's python (default: the standard library; python-data adds numpy, pandas, ...)",
+        default="auto",
+        help="runtime of /run_code's python: auto (default: python-data when installed, as SandboxFusion's "
+        "Python has numpy), python (the standard library) or python-data (required)",
+    )
+    serve.add_argument(
+        "--run-code-typescript",
+        choices=("transpile", "check"),
+        default="transpile",
+        help="/run_code's typescript: transpile (default, types ignored as SandboxFusion's tsx) or check",
+    )
+    serve.add_argument(
+        "--run-code-console-assert",
+        choices=("log", "fail"),
+        default="log",
+        help="a failed console.assert in /run_code's JavaScript/TypeScript: log (default, as SandboxFusion) "
+        "or fail (exit status 1)",
     )
     serve.add_argument(
         "--max-batch-requests", type=int, default=1024, help="cap on requests per batch (422 above)"

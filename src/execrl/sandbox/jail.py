@@ -7,7 +7,7 @@ Sequence for the strict ("namespace") backend, all with direct system calls:
    ``/bin``/``/lib*`` as the host has them), the host Python's prefix (only that directory: the rest of
    ``/root`` stays invisible), ``/etc/ld.so.cache`` (nothing else of ``/etc``: no passwd, no shadow),
    ``/dev/{null,zero,random,urandom}``, empty ``/proc`` and ``/tmp``; no ``/sys``; the JDK's
-   ``/etc/java-*-openjdk`` when present (``toolchain_config_dirs``).
+   ``/etc/java-*-openjdk`` and Debian's ``/etc/alternatives`` when present (``toolchain_config_dirs``).
 2. Per execution, the zygote clones ``P`` straight into new pid/mount/ipc/uts/cgroup namespaces
    (``linux.clone_process``), inheriting its slot's empty network namespace (made once per slot, see
    ``make_network_namespaces``): ``P`` is pid 1 of its pid namespace and its mount namespace is a private
@@ -136,10 +136,13 @@ def _touch(path: str) -> None:
         pass
 
 
-def build_template_root(python_prefix: str, packages_dir: str | None = None) -> None:
+def build_template_root(
+    python_prefix: str, packages_dir: str | None = None, ro_dirs: tuple[str, ...] = ()
+) -> None:
     """Run once, in the zygote: move it into a private mount namespace whose root is the read-only
     skeleton every sandbox shares (``/usr``, the Python prefix, devices, empty ``/proc`` and ``/tmp``),
-    plus, for a runtime with packages (``runtimes.py``), its packages directory, read-only like the rest.
+    plus, for a runtime with packages (``runtimes.py``), its packages directory, read-only like the rest,
+    and ``ro_dirs`` (host directories a toolchain reads: Go's warm build cache, ``gocache.py``).
 
     Each worker is then cloned with a new mount namespace, which copies this small tree; the worker only
     mounts its own ``/proc`` and work directory. Building the tree per worker instead (about ten mounts,
@@ -171,9 +174,9 @@ def build_template_root(python_prefix: str, packages_dir: str | None = None) -> 
     if not prefix.startswith("/usr/"):
         os.makedirs(f"{root}{prefix}", exist_ok=True)
         _ro_bind(prefix, f"{root}{prefix}")
-    if packages_dir is not None:
-        os.makedirs(f"{root}{packages_dir}", exist_ok=True)
-        _ro_bind(packages_dir, f"{root}{packages_dir}")
+    for host in (packages_dir, *ro_dirs) if packages_dir is not None else ro_dirs:
+        os.makedirs(f"{root}{host}", exist_ok=True)
+        _ro_bind(host, f"{root}{host}")
     _add_devices(root)
     os.chdir(root)
     linux.pivot_root(".", ".old")
@@ -187,13 +190,18 @@ def build_template_root(python_prefix: str, packages_dir: str | None = None) -> 
 def toolchain_config_dirs() -> list[str]:
     """Host configuration directories a toolchain under ``/usr`` cannot start without, bound read-only
     at the same path: Debian's OpenJDK links its ``lib/jvm.cfg`` and ``conf/`` into
-    ``/etc/java-<version>-openjdk`` (the JVM's own settings: no credentials, no host identity). Nothing
-    else of ``/etc`` is visible."""
+    ``/etc/java-<version>-openjdk`` (the JVM's own settings: no credentials, no host identity), and
+    ``/etc/alternatives`` holds the links Debian's ``update-alternatives`` resolves ``/usr/bin/awk``,
+    ``which``, ``cc``, ``java``... through (links into ``/usr`` and nothing else, checked by
+    ``tests/integration/test_sandbox_drop_in.py``; without it ``awk`` was "command not found" in Bash).
+    Nothing else of ``/etc`` is visible."""
     try:
         names = os.listdir("/etc")
     except FileNotFoundError:
         return []
-    return sorted(f"/etc/{name}" for name in names if name.startswith("java-") and name.endswith("-openjdk"))
+    java = [f"/etc/{name}" for name in names if name.startswith("java-") and name.endswith("-openjdk")]
+    alternatives = ["/etc/alternatives"] if "alternatives" in names else []
+    return sorted(java + alternatives)
 
 
 def _add_devices(root: str) -> None:

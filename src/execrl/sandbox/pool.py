@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from execrl.sandbox import jail, warm, zygote
+from execrl.sandbox import gocache, jail, warm, zygote
 from execrl.sandbox.cgroups import CgroupPool, CgroupSlot
 from execrl.sandbox.errors import SandboxFailure
 
@@ -180,6 +180,7 @@ class WorkerPool:
             self.seccomp_policy,
             self.packages_dir,
             self.preload,
+            gocache.bind_dirs() if self.isolate else (),
         )
         self.process = subprocess.Popen(
             [base_python(), *zygote.ARGS],

@@ -82,11 +82,13 @@ def job_fields(request: ExecutionRequest, language: Language) -> dict[str, Any]:
     limits = request.limits
     with_call = any(isinstance(test, CallTest) for test in request.tests)
     support = language.support_files(with_call)
-    clash = sorted(set(support) & ({program_path} | set(request.files)))
-    if clash:
+    if program_path in support:
         raise InvalidRequestError(
-            f"files: {clash[0]!r} is a file the {language.name} harness writes; rename it"
+            f"program_path: {program_path!r} is a file the {language.name} harness writes"
         )
+    reserved = language.reserved_problem(program_path, sorted(request.files), with_call)
+    if reserved is not None:
+        raise InvalidRequestError(reserved)
     job = {
         "language": language.job_spec(program_path, limits, with_call),
         "program": request.program,

@@ -12,7 +12,7 @@ verl's SandboxFusion reward client works unchanged: set its ``sandbox_fusion_url
 ``http://HOST:PORT/run_code`` (see ``fusion.py`` for where the semantics differ and why).
 
 Bad input never reaches the sandbox and never stops the server: a body that is not UTF-8 or not JSON, a
-wrong field type, an unknown field or language, an empty program or an out-of-range limit answers HTTP 422
+wrong field type, an unknown field or language, an empty /v1 program or an out-of-range limit answers HTTP 422
 (as FastAPI, hence SandboxFusion, does) with ``{"error": "<field>: <problem>", "detail": [{"loc": [...],
 "field": ..., "msg": ..., "type": ...}]}``; so do JSON nested deeper than ``caps.MAX_JSON_DEPTH`` and a
 request above one of ``ServiceConfig``'s caps (output per stream, tests, batch size, worst-case result
@@ -34,9 +34,10 @@ import asyncio
 import json
 import re
 import signal
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from aiohttp import web
 
@@ -81,8 +82,12 @@ class ServiceConfig:
     ``\\u`` escapes); bodies over ``max_body_mb`` answer 413. ``allowed_origins``: browser origins
     (``https://host[:port]``) whose POSTs are served; any POST carrying another ``Origin`` header
     answers 403 (none by default: the API is for programs, not web pages).
-    ``run_code_python_runtime``: the runtime ``/run_code``'s ``python`` runs in (``None``: the
-    standard-library runtime; ``"python-data"`` for numpy, pandas, scipy, scikit-learn).
+    ``run_code_python_runtime``: the runtime ``/run_code``'s ``python`` runs in (``"auto"``, the default:
+    ``python-data`` when installed, as SandboxFusion's Python has numpy; ``None``: the standard library;
+    ``"python-data"``: required, the server refuses to start without it). ``run_code_typescript``:
+    ``"transpile"`` (default, SandboxFusion's ``tsx``: types ignored) or ``"check"`` (type errors are
+    compile errors); ``run_code_console_assert``: ``"log"`` (default, as SandboxFusion: a failed
+    ``console.assert`` only prints) or ``"fail"`` (it fails the run). ``fusion.py`` says why.
     """
 
     default_memory_mb: int = 1024
@@ -92,7 +97,9 @@ class ServiceConfig:
     max_tests: int = 1024
     max_result_mb: int = 256
     allowed_origins: tuple[str, ...] = ()
-    run_code_python_runtime: str | None = None
+    run_code_python_runtime: str | None = "auto"
+    run_code_typescript: Literal["transpile", "check"] = "transpile"
+    run_code_console_assert: Literal["log", "fail"] = "log"
 
     def __post_init__(self) -> None:
         names = ("default_memory_mb", "max_batch_requests", "max_body_mb", "max_tests", "max_result_mb")
@@ -103,7 +110,15 @@ class ServiceConfig:
             raise InvalidRequestError(
                 f"ServiceConfig.max_output_bytes={self.max_output_bytes} is out of range; set it in [64, {1 << 30}]"
             )
-        if self.run_code_python_runtime is not None:  # refuse to start without it, naming the setup command
+        if self.run_code_typescript not in ("transpile", "check"):
+            raise InvalidRequestError(
+                f"run_code_typescript={self.run_code_typescript!r}: use transpile or check"
+            )
+        if self.run_code_console_assert not in ("log", "fail"):
+            raise InvalidRequestError(
+                f"run_code_console_assert={self.run_code_console_assert!r}: use log or fail"
+            )
+        if self.run_code_python_runtime not in (None, "auto"):  # refuse to start without it, naming the setup
             from execrl.sandbox.runtimes import resolve_runtime
 
             resolve_runtime("python", self.run_code_python_runtime)
@@ -261,6 +276,8 @@ async def _run_code(request: web.Request) -> web.Response:
             default_memory_mb=config.default_memory_mb,
             max_output_bytes=config.max_output_bytes,
             python_runtime=config.run_code_python_runtime,
+            typescript=config.run_code_typescript,
+            console_assert=config.run_code_console_assert,
         )
     except UnsupportedLanguage as exc:
         return web.json_response(_unsupported(exc))
@@ -272,7 +289,10 @@ async def _run_code(request: web.Request) -> web.Response:
         body = run_code_response(_sandbox_error_result(str(exc)), execution.language)
         return web.json_response(body)
     response = run_code_response(
-        result, execution.language, max_output_bytes=execution.limits.max_output_bytes
+        result,
+        execution.language,
+        max_output_bytes=execution.limits.max_output_bytes,
+        runtime=execution.runtime,
     )
     return web.json_response(response)
 
@@ -338,6 +358,16 @@ def serve(
     """
     from execrl.sandbox import Sandbox, SandboxConfig  # the isolation engine, imported only when serving
 
+    config = config or ServiceConfig()
+    if config.run_code_python_runtime == "auto":
+        from execrl.sandbox.runtimes import get_runtime
+
+        problem = get_runtime("python-data").problem()
+        if problem is not None:  # stderr: the first stdout line is the address
+            print(
+                f"execrl sandbox serve: /run_code's python has the standard library only ({problem})",
+                file=sys.stderr,
+            )
     sessions = sessions or SessionServiceConfig()
     sandbox_config = SandboxConfig(max_sessions=sessions.max_sessions)
     if workers is not None:

@@ -48,7 +48,10 @@ def _write(path: str, data: bytes) -> None:
 
 
 def write_all(job: dict[str, Any]) -> None:
-    """Create the job's text files, binary files (base64 in the job) and program in the work directory."""
+    """Create the job's text files, binary files (base64 in the job) and program in the work directory,
+    after the toolchain's directories (``languages.BUILD_DIR``, where a compiler writes its output)."""
+    for directory in job["language"].get("mkdirs", ()):
+        os.mkdir(directory)
     write_inputs(job)
     _write(job["program_path"], job["program"].encode("utf-8"))
 

@@ -243,13 +243,14 @@ def main(
     seccomp_policy: str,
     packages_dir: str | None = None,
     preload: list[str] | None = None,
+    ro_dirs: list[str] | None = None,
 ) -> NoReturn:
     sock = socket.socket(fileno=sock_fd)
     jail.prepare_zygote(isolate)  # while the host's /proc is still visible
     _host_proc.append(os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
     if isolate:
         _netns_fds.extend(jail.make_network_namespaces(min(slots, MAX_SLOT_NETNS)))
-        jail.build_template_root(python_prefix, packages_dir)
+        jail.build_template_root(python_prefix, packages_dir, tuple(ro_dirs or ()))
     linux.prctl(linux.PR_SET_CHILD_SUBREAPER, 1)
     filters = seccomp.Filters(
         seccomp.PreparedFilter(seccomp.build_filter()),
@@ -306,6 +307,7 @@ def bootstrap_code(
     seccomp_policy: str,
     packages_dir: str | None = None,
     preload: tuple[str, ...] = (),
+    ro_dirs: tuple[str, ...] = (),
 ) -> str:
     """The code ``ARGS`` reads from stdin: import this module without running the package ``__init__``
     files, put stdin back on ``/dev/null``, then ``main``."""
@@ -316,5 +318,5 @@ def bootstrap_code(
         "    module = types.ModuleType(name); module.__path__ = [path]; sys.modules[name] = module\n"
         "from execrl.sandbox.zygote import main\n"
         f"main({sock_fd}, {isolate!r}, {python_prefix!r}, {slots!r}, {seccomp_policy!r}, {packages_dir!r}, "
-        f"{list(preload)!r})\n"
+        f"{list(preload)!r}, {list(ro_dirs)!r})\n"
     )

@@ -153,8 +153,8 @@ def test_invalid_requests_raise_with_clear_messages(sandbox: Sandbox) -> None:
         InvalidRequestError, match="unknown language 'cobol'; known languages: bash, c, cpp, go"
     ):
         sandbox.run(ExecutionRequest(language="cobol", program="DISPLAY 'HI'."))
-    with pytest.raises(InvalidRequestError, match="program is empty"):
-        ExecutionRequest(language="python", program="  ")
+    with pytest.raises(InvalidRequestError, match="program is empty"):  # a plain run of "" is allowed
+        ExecutionRequest(language="python", program="  ", tests=(CodeTest("t", "assert True"),))
     with pytest.raises(InvalidRequestError, match="limits.memory_mb"):
         Limits(memory_mb=1)
     with pytest.raises(InvalidRequestError, match="does not support"):

@@ -37,6 +37,7 @@ from aiohttp import web
 from pydantic import BaseModel, field_validator
 
 from execrl.sandbox.errors import SandboxError
+from execrl.sandbox.fusion import python_runtime_of
 from execrl.sandbox.serialize import FieldProblem, RequestFieldError, decode_base64_files
 from execrl.sandbox.sessions.types import CellResult, SessionLimits
 from execrl.sandbox.types import (
@@ -114,7 +115,7 @@ class JupyterEndpoint:
     def __init__(self, endpoints: _Endpoints, *, default_memory_mb: int, python_runtime: str | None) -> None:
         self.endpoints = endpoints
         self.default_memory_mb = default_memory_mb
-        self.python_runtime = python_runtime
+        self.python_runtime = python_runtime_of(python_runtime)  # "auto" resolved once, at start
 
     def _request(self, data: Any) -> tuple[RunJupyterRequest, dict[str, bytes], SessionLimits]:
         from execrl.sandbox.sessions.http import parse
