@@ -332,7 +332,7 @@ class AuditSection(_Section):
 
     enabled: bool = True
     share: float = Field(
-        0.1, ge=0, le=1, description="share of the reward-passing completions re-run on audit tests per step"
+        0.1, ge=0, le=1, description="share of passes without a blind audit re-run on audit tests per step"
     )
     flagged_per_step: int = Field(8, ge=0, description="suspicious completions kept in hack.jsonl per step")
 

@@ -176,6 +176,7 @@ def reward_config(config: TrainConfig) -> RewardConfig:
         syntax_error_penalty=config.reward.syntax_error_penalty,
         timeout_penalty=config.reward.timeout_penalty,
         limits=limits,
+        with_audit=config.audit.enabled,  # the reward's runs carry the audit tests (rewards/blind.py)
     )
 
 

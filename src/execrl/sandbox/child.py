@@ -274,14 +274,14 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, allow_nan=True))
 
 
-def _run_test(namespace: dict[str, Any], test: dict[str, Any]) -> dict[str, Any]:
+def _run_test(namespace: dict[str, Any], test: dict[str, Any], index: int) -> dict[str, Any]:
     start_wall, start_cpu = time.perf_counter(), time.process_time()
     result: dict[str, Any]
     try:
         if test["kind"] == "code":
             values: list[str] = []
             namespace[PROBE] = _prober(values)
-            exec(compile(test["code"], f"<test {test['name']}>", "exec"), namespace)
+            exec(compile(test["code"], f"<test {index}>", "exec"), namespace)
             result = (
                 {"status": "probed", "value": f"[{','.join(values)}]"} if test["probes"] else {"status": "ok"}
             )
@@ -336,7 +336,7 @@ def run_tests(
             os._exit(0)
         records.send({"kind": "loaded"})
         for index in indices:
-            result = _run_test(namespace, job["tests"][index])
+            result = _run_test(namespace, job["tests"][index], index)
             _flush()
             records.send({"i": index, **result})
         _flush()
