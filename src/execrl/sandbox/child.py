@@ -48,6 +48,14 @@ def write_all(fd: int, data: bytes, write: Callable[[int, memoryview], int] = os
         view = view[write(fd, view) :]
 
 
+def text_bytes(text: str) -> bytes:
+    """What the harness writes for a string of the job (stdin, files, the program): its UTF-8, with a
+    lone surrogate passed through as its three-byte form (``surrogatepass``), as the job itself was
+    encoded (``runner.encode_job``). The program reads invalid UTF-8 there, its own business; a strict
+    encode raised in the harness, a ``sandbox_error`` chosen by whoever wrote the string."""
+    return text.encode("utf-8", "surrogatepass")
+
+
 def prelude(
     keep: set[int],
     stdin_data: bytes,
@@ -322,7 +330,7 @@ def run_tests(
     ``rec_fd`` goes straight to the parent, which validates these records itself."""
     try:
         try:
-            prelude({rec_fd}, job["stdin"].encode(), None, cpu_left_s, job["limits"], new_session)
+            prelude({rec_fd}, text_bytes(job["stdin"]), None, cpu_left_s, job["limits"], new_session)
         except BaseException as exc:  # noqa: BLE001
             prelude_failed(exc)
         records = _Records(rec_fd, max_bytes)

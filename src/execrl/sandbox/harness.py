@@ -99,7 +99,11 @@ class Harness:
         self.deadline = (
             time.monotonic() + float(limits["timeout_s"]) + float(job["language"]["compile_timeout_s"])
         )
-        self.self_limits = spawn.SelfLimits(limits) if isolated else None
+        self.call_lines = _call_lines(job)  # a binary language's call harness reads these on stdin
+        # ``posix_spawn`` needs the harness's own file-size limit lowered for good, after which no stdin
+        # memfd larger than it can be written: such a job forks every program (``spawn.stdin_fits``).
+        fits = spawn.stdin_fits(_stdin_texts(job, self.call_lines), int(limits["max_file_mb"]) << 20)
+        self.self_limits = spawn.SelfLimits(limits) if isolated and fits else None
         self.warm: warm.WarmProgram | None = None  # the job's first run, pre-started (``warm.py``)
         self.allow: seccomp.PreparedFilter | None = None  # the job's allow list, until ``bind_filter``
 
@@ -417,12 +421,29 @@ def _start_group(h: Harness, todo: list[int], rec_w: int) -> int:
     language = h.job["language"]
     if language["mode"] == "python":
         return h.fork(lambda: child.run_tests(h.job, todo, rec_w, h.cpu_left_s(), h.max_output))
-    lines = [json.dumps({"max_bytes": h.max_output})]
-    for index in todo:
-        test = h.job["tests"][index]
-        lines.append(json.dumps({"i": index, "entry_point": test["entry_point"], "args": test["args"]}))
+    lines = [json.dumps({"max_bytes": h.max_output}), *(h.call_lines[index] for index in todo)]
     stdin = ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
     return h.start_program(language["call"], stdin, None, rec_fd=rec_w)
+
+
+def _call_lines(job: dict[str, Any]) -> dict[int, str]:
+    """Each call test's line for a binary language's call harness (Python runs call tests itself)."""
+    if job["language"]["mode"] == "python":
+        return {}
+    tests = enumerate(job["tests"])
+    return {
+        i: json.dumps({"i": i, "entry_point": t["entry_point"], "args": t["args"]})
+        for i, t in tests
+        if t["kind"] == "call"
+    }
+
+
+def _stdin_texts(job: dict[str, Any], call_lines: dict[int, str]) -> list[str]:
+    """Every stdin the job may feed one program: the plain run's, each io test's, the call harness's."""
+    texts = [job["stdin"], *(t["stdin"] for t in job["tests"] if t["kind"] == "io")]
+    if call_lines:
+        texts.append("\n".join(call_lines.values()))
+    return texts
 
 
 def run_io(h: Harness, indices: list[int]) -> None:
@@ -433,7 +454,7 @@ def run_io(h: Harness, indices: list[int]) -> None:
             for rest in indices[position:]:
                 h.send({"kind": "test", "i": rest, "status": "skipped", "reason": "cpu"})
             return
-        stdin = h.job["tests"][index]["stdin"].encode("utf-8")
+        stdin = child.text_bytes(h.job["tests"][index]["stdin"])
         error = None
         if language["mode"] == "python":
             outcome, error = h.run_python_main(stdin, capture=True)
@@ -454,7 +475,7 @@ def run_io(h: Harness, indices: list[int]) -> None:
 
 def run_plain(h: Harness) -> None:
     language = h.job["language"]
-    stdin = h.job["stdin"].encode("utf-8")
+    stdin = child.text_bytes(h.job["stdin"])
     error = None
     if language["mode"] == "python":
         outcome, error = h.run_python_main(stdin, capture=False)
