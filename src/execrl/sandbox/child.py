@@ -105,13 +105,38 @@ def cap_rlimit(which: int, value: int) -> None:
     resource.setrlimit(which, (value, value))
 
 
+_GLOBAL_RNGS: list[Any] = []  # module-level generators the zygote preloaded (``find_global_rngs``)
+
+
+def find_global_rngs() -> None:
+    """Once, in the zygote after its preloads: every module-level random generator with state of its
+    own (``random``'s ``_inst``, numpy's legacy global ``RandomState``, any other module's global
+    ``random.Random``/``RandomState``), to reseed per execution (``_reseed_preloaded``). Every sandbox is
+    a copy of the zygote, so without that each would draw the same numbers: the worker is a raw
+    ``clone``, which runs no at-fork hook, and an inline run (``harness.runs_inline``) never forks. OS-
+    backed generators (``secrets``' ``SystemRandom``) have no state; state deeper than a module's
+    globals (an object's attribute) is not found."""
+    random = sys.modules.get("random")
+    kinds: tuple[type, ...] = (random.Random,) if random is not None else ()
+    system = random.SystemRandom if random is not None else None
+    mtrand = sys.modules.get("numpy.random.mtrand")
+    if mtrand is not None:
+        kinds += (mtrand.RandomState,)
+    if not kinds:
+        return
+    seen = {id(generator) for generator in _GLOBAL_RNGS}
+    for module in list(sys.modules.values()):
+        for value in list(getattr(module, "__dict__", {}).values()):
+            if isinstance(value, kinds) and type(value) is not system and id(value) not in seen:
+                seen.add(id(value))
+                _GLOBAL_RNGS.append(value)
+
+
 def _reseed_preloaded() -> None:
-    """numpy's global random state was seeded once, in a zygote that preloaded numpy (``runtimes.py``),
-    so every sandbox would draw the same ``np.random.rand()``: reseed it from the OS, as a fresh
-    ``import numpy`` would (the zygote never preloads ``random`` for the same reason)."""
-    np_random = sys.modules.get("numpy.random")
-    if np_random is not None:
-        np_random.seed()
+    """Reseed each generator ``find_global_rngs`` found from the OS, as a fresh import would seed it:
+    a test that draws random inputs draws new ones in every execution (a policy cannot memorise them)."""
+    for generator in _GLOBAL_RNGS:
+        generator.seed()
 
 
 def cpu_rlimit(cpu_left_s: float) -> tuple[int, int]:
