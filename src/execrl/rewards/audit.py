@@ -6,12 +6,17 @@ the reward-hacking sections of the DeepCoder, AceCoder and Kimi k1.5 reports). A
 solves a task passes tests it has never been scored on; a hack usually does not.
 
 The audit is blind (``blind.py``): the reward run of every completion carries its task's audit tests,
-shuffled among the reward's under opaque names, so the audit's verdict (``Score.audit``) comes from the
-very execution the reward scored, and there is no separate "audit run" for a program to recognise
-(names, test count, run position, stack, work directory: ``blind.py`` lists what this covers and what
-remains). So every reward-passing completion is audited, at the cost of its audit tests' run time.
-Only a completion whose verifier cannot carry the audit tests is re-run on them apart (``run_audit``,
-for a sampled ``share``; not blind).
+shuffled among the reward's afresh per execution, and the audit's verdict (``Score.audit``) comes from
+the very execution the reward scored. "Indistinguishable" covers everything a program observes from
+inside the sandbox: test names (none enter it), the number and order of tests, the position of a run
+and what earlier runs left in the work directory, the inputs on the harness's stack or a call harness's
+stdin, whether it runs inline as pid 1, its limits: all drawn alike in every execution, since there is
+only one kind. What remains: a program sees every input of its execution and can recognise inputs it
+memorised (answering those from memory and computing the rest is a correct program, which the audit
+rightly passes); and both splits share the execution's limits, so a program that exhausts one during
+an audit test loses the reward tests not yet run. Every reward-passing completion is audited, at the
+cost of its audit tests' run time. Only a completion whose verifier cannot carry the audit tests is
+re-run on them apart (``run_audit``, for a sampled ``share``; not blind).
 
 Metrics (``audit_metrics``), over the completions whose task has an audit split ("auditable"):
 
