@@ -97,8 +97,11 @@ def test_bad_requests_get_openai_errors(server: tuple[str, object]) -> None:
         )
     assert "tools" in tools.value.message
     with pytest.raises(openai.BadRequestError) as long:
+        client.chat.completions.create(model=NAME, messages=MESSAGES, max_tokens=2040)  # type: ignore[arg-type]
+    assert "context length" in long.value.message  # the tiny model's context is 2048 tokens
+    with pytest.raises(openai.BadRequestError) as capped:
         client.chat.completions.create(model=NAME, messages=MESSAGES, max_tokens=10**6)  # type: ignore[arg-type]
-    assert "context length" in long.value.message
+    assert "--max-request-tokens" in capped.value.message
 
 
 def _raw(url: str, data: bytes) -> tuple[int, dict[str, object]]:

@@ -33,12 +33,24 @@ MAX_STOP = 4
 class RequestError(ValueError):
     """A request the server refuses; carries the HTTP status and OpenAI error fields."""
 
-    def __init__(self, message: str, *, param: str | None = None, status: int = 400, code: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        status: int = 400,
+        code: str | None = None,
+        error_type: str | None = None,
+    ):
         super().__init__(message)
         self.message, self.param, self.status, self.code = message, param, status, code
+        self._error_type = error_type
 
     @property
     def error_type(self) -> str:
+        """OpenAI's ``type``: given, else invalid_request_error for 4xx and server_error for 5xx."""
+        if self._error_type is not None:
+            return self._error_type
         return "invalid_request_error" if self.status < 500 else "server_error"
 
 

@@ -72,8 +72,34 @@ def test_groups_by_params_and_runs_seeded_requests_alone() -> None:
     assert [c.text for c in results[2].choices] == ["tok3 STOP tail"] * 2  # type: ignore[attr-defined]
 
 
-def test_broken_engine_fails_waiting_and_later_requests() -> None:
+def test_a_failed_call_fails_its_requests_and_the_next_call_runs() -> None:
+    """Regression (issue 24): one refused allocation (torch raises RuntimeError) put the server into a
+    permanent 503 state while /health said ok. Now that call's requests fail, the next request runs, and
+    the failure is counted for /health."""
     engine = FakeEngine(fail=True)
+    params = SamplingParams(samples_per_prompt=1, max_new_tokens=4)
+
+    async def scenario() -> tuple[list[object], object, Batcher]:
+        batcher = Batcher(engine)
+        await batcher.start()
+        first = await asyncio.gather(batcher.submit([1], params, seeded=False), return_exceptions=True)
+        assert batcher.consecutive_failures == 1 and "device lost" in (batcher.last_failure or "")
+        engine.fail = False
+        later = await batcher.submit([2], params, seeded=False)
+        await batcher.stop()
+        return first, later, batcher
+
+    first, later, batcher = asyncio.run(scenario())
+    assert isinstance(first[0], EngineFailed) and "device lost" in str(first[0])
+    assert later.choices[0].text == "tok2 STOP tail"  # type: ignore[attr-defined]
+    assert batcher.failures == 1 and batcher.consecutive_failures == 0 and batcher.failure is None
+
+
+def test_a_bug_in_the_engine_fails_waiting_and_later_requests() -> None:
+    """Not a runtime error of the device but a bug (an AssertionError): nothing runs any more, and
+    later requests are told to restart the server."""
+    engine = FakeEngine()
+    engine.generate = _raise_assertion  # type: ignore[method-assign]
     params = SamplingParams(samples_per_prompt=1, max_new_tokens=4)
 
     async def scenario() -> tuple[list[object], BaseException | None]:
@@ -89,8 +115,12 @@ def test_broken_engine_fails_waiting_and_later_requests() -> None:
         return first, later
 
     first, later = asyncio.run(scenario())
-    assert isinstance(first[0], EngineFailed) and "device lost" in str(first[0])
+    assert isinstance(first[0], EngineFailed) and "bug" in str(first[0])
     assert isinstance(later, EngineFailed) and "restart the server" in str(later)
+
+
+def _raise_assertion(prompt_token_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
+    raise AssertionError("a bug")
 
 
 def test_trim_at_stop_takes_the_earliest() -> None:
