@@ -129,22 +129,23 @@ def _show(args: argparse.Namespace) -> int:
     from execrl.inputs import regular_file
     from execrl.refine.trace import format_trace, printable, read_trace
 
-    skipped: list[int] = []
+    skipped: list[tuple[int, str]] = []
     try:
         rows = list(read_trace(regular_file(args.trace_file, "refine trace"), skipped=skipped))
     except OSError as exc:
         print(f"error: {args.trace_file}: cannot read ({exc.strerror or exc})", file=sys.stderr)
         return 2
     if skipped and not rows:
+        line, problem = skipped[0]
         print(
-            f"error: {args.trace_file}: no refine trace rows ({len(skipped)} malformed lines)",
+            f"error: {printable(args.trace_file)}:{line}: not a refine trace row ({printable(problem)}); "
+            f"no row in {len(skipped)} lines",
             file=sys.stderr,
         )
         return 2
-    task, condition = args.task, args.condition
-    print(format_trace(rows, task_id=task, condition=condition, show_prompt=args.prompt))
+    print(format_trace(rows, task_id=args.task, condition=args.condition, show_prompt=args.prompt))
     if skipped:
-        lines = ", ".join(map(str, skipped[:10])) + (" ..." if len(skipped) > 10 else "")
+        lines = ", ".join(str(n) for n, _ in skipped[:10]) + (" ..." if len(skipped) > 10 else "")
         print(
             f"(skipped {len(skipped)} malformed rows of {printable(args.trace_file)}: lines {lines})",
             file=sys.stderr,

@@ -126,10 +126,10 @@ def _parse(raw: bytes | None) -> tuple[Any, str | None]:
         return None, f"not a JSON line ({str(exc).splitlines()[0][:80]})"
 
 
-def read_trace(path: Path, *, skipped: list[int] | None = None) -> Iterator[dict[str, Any]]:
+def read_trace(path: Path, *, skipped: list[tuple[int, str]] | None = None) -> Iterator[dict[str, Any]]:
     """Rows of a trace file. A malformed line (not UTF-8 JSON, not a row, a field of the wrong type)
-    raises naming the file and line, or, when ``skipped`` is a list, is skipped and its line number
-    appended there."""
+    raises naming the file and line, or, when ``skipped`` is a list, is skipped and its (line number,
+    problem) appended there."""
     for number, raw in _raw_lines(path):
         if raw is not None and not raw.strip():
             continue
@@ -138,7 +138,7 @@ def read_trace(path: Path, *, skipped: list[int] | None = None) -> Iterator[dict
         if problem is None:
             yield row
         elif skipped is not None:
-            skipped.append(number)
+            skipped.append((number, problem))
         else:
             raise ValueError(f"{path}:{number}: not a refine trace row ({problem})")
 
