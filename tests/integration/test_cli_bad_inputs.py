@@ -176,6 +176,8 @@ def test_monitor_refuses_what_is_not_a_run_directory(
         ["tasks", "check", "functions", "--limit", "0"],
         ["tasks", "overlap", "functions", "--threshold", "inf"],
         ["eval", "--model", "m", "--suite", "functions", "--limit", "-1"],
+        ["serve", "--model", "m", "--max-n", "0"],
+        ["serve", "--model", "m", "--max-queued-tokens", "many"],
     ],
 )
 def test_bad_numbers_are_argument_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -405,3 +407,21 @@ def test_file_urls_are_local_paths(tmp_path: Path, capsys: pytest.CaptureFixture
     (run / "config.toml").write_text(to_toml(load_config(None, ["run.total_steps=7"])))
     code = main(["train", "--resume", f"file://{run}", "--print-config"])
     assert code == 0 and "total_steps = 7" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--max-n", "65"], "max_n"),
+        (["--max-tokens", "4096"], "max_request_tokens"),
+        (["--short-request-tokens", "0"], "short-request-tokens"),
+        (["--shutdown-timeout-s", "nan"], "shutdown-timeout-s"),
+    ],
+)
+def test_serve_settings_are_checked_before_the_model_loads(
+    flags: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server's caps are validated first: one line naming the setting, and no model is loaded (the
+    --model given does not exist)."""
+    code, err = _run(["serve", "--model", "/nonexistent/model", *flags], capsys)
+    assert code == 2 and named in err.strip().splitlines()[-1], err

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from execrl.inputs import positive_int
+from execrl.inputs import float_in, positive_int
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -173,7 +173,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     s.add_argument("--max-body-mb", type=positive_int, default=8, help="largest request body (413 past it)")
     s.add_argument(
-        "--shutdown-timeout-s", type=float, default=10.0, help="how long a stop waits for requests"
+        "--shutdown-timeout-s",
+        type=float_in(0.1, 3600),
+        default=10.0,
+        help="how long a stop waits for requests",
     )
     s.add_argument("--max-prompts-per-batch", type=positive_int, default=32)
     s.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
