@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import torch
+from service_server import raw_post, wait_for_url
 
 from execrl.rollout import HFEngine, SamplingParams
 from execrl.rollout.engine import StepHook
@@ -151,13 +152,7 @@ def test_malformed_bodies_get_an_openai_4xx_naming_the_field(
 def test_a_body_over_the_cap_is_refused_before_it_is_read(server: str) -> None:
     """Regression: the size check came after reading. Headers announce 64 MB and only 1 KB is sent: the
     413 must come back without the rest of the body."""
-    host, port = server.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        head = (
-            f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {64 << 20}\r\n\r\n"
-        )
-        sock.sendall(head.encode() + b" " * 1024)
+    with raw_post(server, "/v1/chat/completions", b" " * 1024, content_length=64 << 20) as sock:
         reply = sock.recv(65536).decode("latin-1")
     assert reply.startswith("HTTP/1.1 413"), reply[:200]
     payload = json.loads(reply.split("\r\n\r\n", 1)[1])
@@ -195,14 +190,7 @@ def test_queued_tokens_are_capped_with_a_429(engine: CountingEngine) -> None:
 
 def _open(url: str, body: bytes) -> socket.socket:
     """A request sent on a raw socket and left waiting (close the socket to walk away)."""
-    host, port = url.removeprefix("http://").split(":")
-    sock = socket.create_connection((host, int(port)), timeout=120)
-    head = (
-        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
-    )
-    sock.sendall(head.encode() + body)
-    return sock
+    return raw_post(url, "/v1/chat/completions", body)
 
 
 def _wait(condition: Any, timeout_s: float = 30.0) -> None:
@@ -317,7 +305,7 @@ def test_sigterm_stops_a_busy_server_within_a_bound(tiny_model_dir: Path) -> Non
         text=True,
     )
     try:
-        url = _wait_for_url(proc)
+        url = wait_for_url(proc)
         sock = _open(url, _body(n=16, max_tokens=2000, temperature=1.0))
         _wait(lambda: _get(url, "/health")[1]["queued"] == 0)  # taken by the engine
         time.sleep(1.0)
@@ -336,14 +324,3 @@ def test_sigterm_stops_a_busy_server_within_a_bound(tiny_model_dir: Path) -> Non
     assert not reply.startswith("HTTP/1.1 200"), "the generation ran to its end after SIGTERM"
     if reply:
         assert reply.startswith("HTTP/1.1 503") and "server_stopping" in reply, reply[:300]
-
-
-def _wait_for_url(proc: subprocess.Popen[str]) -> str:
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if "listening on" in line:
-            return line.split("listening on ", 1)[1].strip()
-        assert line or proc.poll() is None, "execrl serve exited before listening"
-    raise AssertionError("execrl serve did not start within 120 s")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import openai
 import pytest
+from service_server import wait_for_url
 
 from execrl.rollout.engine import create_engine
 from execrl.rollout.models import load_model_and_tokenizer
@@ -173,24 +173,13 @@ def test_cli_serve_answers_openai_client(tiny_model_dir: Path) -> None:
         text=True,
     )
     try:
-        url = _wait_for_url(proc)
+        url = wait_for_url(proc)
         reply = _client(url).chat.completions.create(model=NAME, messages=MESSAGES, max_tokens=4)  # type: ignore[arg-type]
         assert reply.choices[0].finish_reason in ("stop", "length")
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
     assert proc.returncode == 0, "SIGTERM must stop the server cleanly"
-
-
-def _wait_for_url(proc: subprocess.Popen[str]) -> str:
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if "listening on" in line:
-            return line.split("listening on ", 1)[1].strip()
-        assert line or proc.poll() is None, "execrl serve exited before listening"
-    raise AssertionError("execrl serve did not start within 120 s")
 
 
 @pytest.mark.slow
