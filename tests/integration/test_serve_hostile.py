@@ -135,9 +135,10 @@ DIGITS_5000 = "9" * 5000
         (b'{"model": "tiny", "messages": [{"role": "user", "content": "a\\ud800b"}]}', {}, 400, "messages[0].content"),
         (_body(), {"Origin": "https://evil.example", "Content-Type": "text/plain"}, 403, "Origin"),
         (_body(), {"Content-Type": "text/plain"}, 415, "Content-Type"),
+        (_body(max_tokens=True), {}, 400, "max_tokens"),  # `true` was served as max_tokens=1
         (_body(), {"Content-Type": "application/x-www-form-urlencoded"}, 415, "Content-Type"),
     ],
-    ids=["deep", "not-utf8", "charset", "int-5000-digits", "seed-5000-digits", "surrogate", "origin", "text-plain", "form"],
+    ids=["deep", "not-utf8", "charset", "int-5000-digits", "seed-5000-digits", "surrogate", "origin", "text-plain", "bool", "form"],
 )  # fmt: skip
 def test_malformed_bodies_get_an_openai_4xx_naming_the_field(
     server: str, raw: bytes, headers: dict[str, str], status: int, param: str | None

@@ -70,13 +70,13 @@ class ChatRequest(BaseModel):
 
     model: str
     messages: list[ChatMessageIn] = Field(min_length=1)
-    n: int = Field(1, ge=1, le=MAX_N)
+    n: int = Field(1, ge=1, le=MAX_N, strict=True)  # strict: `true` is not 1, 2.0 is not 2
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1, strict=True)
+    max_completion_tokens: int | None = Field(None, ge=1, strict=True)
     stop: str | list[str] | None = None
-    seed: int | None = Field(None, ge=0, lt=2**63)
+    seed: int | None = Field(None, ge=0, lt=2**63, strict=True)
     stream: bool = False
 
     @field_validator("stop")
@@ -106,5 +106,5 @@ def parse_chat_request(body: Any) -> ChatRequest:
         return ChatRequest.model_validate(body)
     except ValidationError as exc:
         first = exc.errors()[0]
-        param = ".".join(str(p) for p in first["loc"]) or None
+        param = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"]).lstrip(".") or None
         raise RequestError(f"{param}: {first['msg']}", param=param) from exc
