@@ -202,6 +202,7 @@ class _Lane:
     max_new_tokens: int | None  # None: any request
     executor: ThreadPoolExecutor = field(repr=False)
     running: int = 0  # prompts in its current call
+    in_thread: bool = False  # its thread is inside engine.generate (even after its task was cancelled)
 
     def accepts(self, job: _Job) -> bool:
         return self.max_new_tokens is None or job.params.max_new_tokens <= self.max_new_tokens
@@ -281,6 +282,11 @@ class Batcher:
     def running(self) -> int:
         """Prompts in the engine calls running now."""
         return sum(lane.running for lane in self._lanes)
+
+    @property
+    def engine_busy(self) -> bool:
+        """Whether an engine thread is inside ``generate`` (after :meth:`stop`: one that ignored it)."""
+        return any(lane.in_thread for lane in self._lanes)
 
     async def submit(self, prompt_ids: Sequence[int], params: SamplingParams, *, seeded: bool) -> Generated:
         return await (await self._enqueue(prompt_ids, params, seeded, None))
@@ -380,9 +386,17 @@ class Batcher:
         if self._streams:
             hook = self._step_hook(loop, group, params.samples_per_prompt)
             generate = functools.partial(generate, on_step=hook)  # type: ignore[call-arg]
+
+        def call() -> RolloutBatch:
+            lane.in_thread = True
+            try:
+                return generate(prompts, params)
+            finally:
+                lane.in_thread = False
+
         lane.running = len(group)
         try:
-            batch = await loop.run_in_executor(lane.executor, generate, prompts, params)
+            batch = await loop.run_in_executor(lane.executor, call)
         except ValueError as exc:  # the engine refused the inputs: each waiting request gets the error
             _fail(group, exc)
             return

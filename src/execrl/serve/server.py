@@ -162,7 +162,7 @@ def build_app(engine: HFEngine, config: ServeConfig) -> web.Application:
 
 def engine_threads_alive(app: web.Application) -> bool:
     """Whether an engine lane of ``app`` still runs a generation (after shutdown: one that ignored the stop)."""
-    return app[_BATCHER].running > 0
+    return app[_BATCHER].engine_busy
 
 
 async def _start(app: web.Application) -> None:

@@ -252,3 +252,34 @@ def test_queued_tokens_are_bounded() -> None:
     too_large, full, held = asyncio.run(scenario())
     assert isinstance(too_large, RequestTooLarge) and too_large.param == "max_tokens"
     assert isinstance(full, QueueFull) and held == 0
+
+
+def test_stop_is_bounded_for_an_engine_that_cannot_stop_early() -> None:
+    """An engine without the step hook cannot be stopped mid-call: stop() still returns within its
+    timeout, and ``engine_busy`` tells the CLI to exit without waiting for the thread."""
+    import threading
+
+    release = threading.Event()
+
+    class Stubborn(FakeEngine):
+        def generate(self, prompt_token_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutBatch:
+            release.wait(timeout=30)
+            return super().generate(prompt_token_ids, params)
+
+    async def scenario() -> tuple[bool, bool]:
+        batcher = Batcher(Stubborn(), window_s=0.0)
+        await batcher.start()
+        job = asyncio.ensure_future(batcher.submit([1], SamplingParams(samples_per_prompt=1), seeded=False))
+        while not batcher.engine_busy:
+            await asyncio.sleep(0.001)
+        await asyncio.wait_for(batcher.stop(timeout_s=0.1), timeout=5)
+        busy_after_stop = batcher.engine_busy
+        release.set()
+        await asyncio.gather(job, return_exceptions=True)
+        for _ in range(1000):
+            if not batcher.engine_busy:
+                break
+            await asyncio.sleep(0.01)
+        return busy_after_stop, batcher.engine_busy
+
+    assert asyncio.run(scenario()) == (True, False)
