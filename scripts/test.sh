@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --system
 .venv/bin/ruff check src tests
 .venv/bin/mypy
+.venv/bin/lint-imports  # the layers and the torch/ray contracts in pyproject.toml
 .venv/bin/python -m pytest -q "$@"

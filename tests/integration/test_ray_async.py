@@ -63,10 +63,11 @@ def test_workers_killed_during_the_async_rollout_are_replaced_and_the_step_compl
     """The rollout worker (``ray.kill``) and the sandbox worker (SIGKILL) die while step 1's rollout runs
     in the background and step 0 trains: step 1 still gets every group, sampled by version 0 exactly as
     the in-process behaviour copy samples it, and the retries are step 1's metrics, not step 0's."""
-    from execrl.recipes import pipeline, setup
-    from execrl.recipes.grpo import sampling_params
+    from execrl.components import setup
+    from execrl.components.sampling import GroupSampler
+    from execrl.components.setup import sampling_params
+    from execrl.recipes import pipeline
     from execrl.recipes.loop import setup_run
-    from execrl.recipes.sampling import GroupSampler
     from execrl.rollout.engine import create_engine
 
     overrides = [*toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path), "executor.kind=ray", *ASYNC]
@@ -75,7 +76,7 @@ def test_workers_killed_during_the_async_rollout_are_replaced_and_the_step_compl
     version0 = copy.deepcopy(run.model)
     sampled: dict[int, Any] = {}
     killed: list[bool] = []
-    real_audit, real_update = pipeline.audit_step, pipeline.update_from_rollout
+    real_audit, real_update = pipeline.audit_step, pipeline.policy_update
 
     def audit_and_keep(run_dir: Path, step: int, groups: Any, *args: Any, **kwargs: Any) -> dict[str, float]:
         sampled[step] = groups
@@ -96,14 +97,13 @@ def test_workers_killed_during_the_async_rollout_are_replaced_and_the_step_compl
                 return real_update(*args, **kwargs)
 
             monkeypatch.setattr(pipeline, "audit_step", audit_and_keep)
-            monkeypatch.setattr(pipeline, "update_from_rollout", kill_then_update)
+            monkeypatch.setattr(pipeline, "policy_update", kill_then_update)
             executor.publish_weights(run.model, version=0)
             logs = {}
-            with pipeline.OneStepOff(run, executor) as step_fn:
+            with pipeline.OneStepOff(run, executor) as rollouts:
                 for step in range(3):
-                    step_fn(run, step, executor.sampler)
-                    executor.publish_weights(run.model, version=step + 1)
-                    logs[step] = executor.step_metrics(step)
+                    metrics = pipeline.train_step(run, step, rollouts=rollouts, executor=executor)
+                    logs[step] = {k: v for k, v in metrics.items() if k.startswith("executor/")}
             reference = GroupSampler(
                 create_engine(config.rollout.engine, model=version0, tokenizer=run.tokenizer),
                 run.tokenizer, sandbox, reward, sampling_params(config), seed=0,

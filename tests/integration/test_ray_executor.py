@@ -42,9 +42,9 @@ def config(
 @pytest.fixture(scope="module")
 def in_process(config: TrainConfig) -> Iterator[Any]:
     """The driver side: model, tasks and an in-process ``GroupSampler`` (the reference)."""
-    from execrl.recipes import setup
+    from execrl.components import setup
+    from execrl.components.sampling import GroupSampler
     from execrl.recipes.loop import setup_run
-    from execrl.recipes.sampling import GroupSampler
     from execrl.rollout.types import SamplingParams
 
     run = setup_run(config, None)

@@ -59,6 +59,7 @@ def test_refine_cli_against_real_server(tiny_model_dir: Path, tmp_path: Path) ->
     rows = [json.loads(line) for line in out.with_suffix(".trace.jsonl").read_text().splitlines()]
     tasks = {t.id: t for t in load_suite("humaneval", split="test")[:3]}
     refine_turns = {r["task_id"]: r["turn"] for r in rows if r["condition"] == "refine"}
+    assert len(tasks) == 3  # the loop below must check something
     for task_id, task in tasks.items():
         assert refine_turns[task_id] == (2 if task.visible_tests else 1)
     second = [r for r in rows if r["turn"] == 2 and r["condition"] == "refine"]

@@ -135,7 +135,7 @@ def test_refine_rl_sigkill_then_cli_resume_equals_uninterrupted(
     assert_same_run(straight.run_dir, killed_dir, total_steps=3)
 
 
-@pytest.mark.slow
+@pytest.mark.long  # 14 steps of multi-turn RL: 10-40 minutes; not in the default run (pytest -m long)
 @pytest.mark.timeout(2400)  # 50-100 s a step on the shared 2-core machine
 def test_multi_turn_reward_rises_on_toy_domain(
     tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path

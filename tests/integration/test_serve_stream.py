@@ -128,6 +128,7 @@ def test_stream_concatenation_equals_the_plain_answer(
     chunks = list(
         client.chat.completions.create(**options, stream=True, stream_options={"include_usage": True})
     )  # type: ignore[call-overload]
+    assert plain.choices, "the plain answer has no choice to compare"
     for choice in plain.choices:
         text = "".join(
             c.choices[0].delta.content or ""

@@ -40,8 +40,10 @@ def _uid(pid: str) -> int | None:
 
 
 def pools(sandbox: Sandbox) -> list[WorkerPool]:
-    """The default pool and every runtime's pool started so far (``python-data`` has its own zygote)."""
-    return [sandbox._pool, *sandbox._runtime_pools.values()]
+    """The default pool, every runtime's pool started so far (``python-data`` has its own zygote) and the
+    session pools (``sandbox/sessions/``)."""
+    sessions = sandbox._sessions.pools() if sandbox._sessions is not None else []
+    return [sandbox._pool, *sandbox._runtime_pools.values(), *sessions]
 
 
 def sandbox_processes(pool: WorkerPool) -> set[int]:

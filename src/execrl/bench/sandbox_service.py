@@ -58,10 +58,11 @@ def programs(count: int) -> list[ExecutionRequest]:
 
 
 @contextmanager
-def local_service(workers: int) -> Iterator[str]:
-    """One ``execrl sandbox serve`` on 127.0.0.1 (free port); yields its url, stops it on exit."""
+def local_service(workers: int, options: tuple[str, ...] = ()) -> Iterator[str]:
+    """One ``execrl sandbox serve`` on 127.0.0.1 (free port, more ``options``); yields its url, stops it
+    on exit."""
     command = [sys.executable, "-m", "execrl.cli", "sandbox", "serve", "--host", "127.0.0.1", "--port", "0"]
-    command += ["--workers", str(workers)]
+    command += ["--workers", str(workers), *options]
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ
     )

@@ -8,12 +8,13 @@ in execrl's sandbox), and take one AdamW step per batch with the same learning r
 
 What one step is on each side:
 
-- execrl (the loop of ``recipes/grpo.py``, its ``update_from_rollout`` called as is): encode prompts,
-  ``HFEngine`` group sampling (one prefill per prompt, its KV cache shared by the group, finished rows
-  dropped), sandbox scoring, GRPO advantages, then forward + backward + fused AdamW step, where each
-  prompt's tokens run through the trunk once per micro-batch (``execrl.trainer.prefix``). Old log-probs
-  come from the engine (``--old-logprobs rollout``, default; ``recompute`` adds a no-grad forward, which
-  TRL skips in this setting).
+- execrl (``recipes/grpo.py``'s ``train_step`` itself, on a ``Run`` whose static scheduler hands out the
+  benchmark's tasks every step): encode prompts, ``HFEngine`` group sampling (one prefill per prompt, its
+  KV cache shared by the group, finished rows dropped; seeded by ``execrl.seeding`` as in a run), sandbox
+  scoring, GRPO advantages, then forward + backward + fused AdamW step, where each prompt's tokens run
+  through the trunk once per micro-batch (``execrl.trainer.prefix``), and the step's metrics. Old
+  log-probs come from the engine (``--old-logprobs rollout``, default; ``recompute`` adds a no-grad
+  forward, which TRL skips in this setting).
 - TRL: tokenise prompts, ``model.generate`` (each prompt prefilled once per sample), the same reward,
   advantages, forward + backward + step (old log-probs are ``per_token_logps.detach()`` with one iteration).
 
@@ -46,7 +47,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,7 +58,9 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from execrl.bench._trl_side import CapturedBatch, LossCheck
+    from execrl.recipes.loop import Run
     from execrl.rewards import RewardConfig, Score
+    from execrl.rollout import Engine, RolloutBatch, SamplingParams
     from execrl.sandbox import Sandbox
     from execrl.tasks import Task
     from execrl.trainer import TrainerConfig
@@ -171,45 +174,93 @@ def run_execrl(
     config: TrainerConfig,
     args: argparse.Namespace,
 ) -> SideTiming:
-    """The step of ``recipes/grpo.py`` (rollout, sandbox scoring, advantages, update), ``--steps`` + 1 times.
+    """``recipes/grpo.py``'s ``train_step`` (rollout, sandbox scoring, advantages, update, metrics),
+    ``--steps`` + 1 times, on a run holding the benchmark's model, tasks and trainer config."""
+    from execrl.components.sampling import GroupSampler
+    from execrl.distributed import InProcessExecutor
+    from execrl.recipes.grpo import train_step
 
-    Rollout and scoring are called as ``_train_step`` calls them; the rest is ``update_from_rollout``, the
-    very function the loop uses.
-    """
-    from execrl.recipes.grpo import update_from_rollout
-    from execrl.rollout import SamplingParams, create_engine, encode_prompts
+    with tempfile.TemporaryDirectory(prefix="execrl-bench-train-") as run_dir:
+        run = _bench_run(model, tokenizer, reward, config, args, Path(run_dir))
+        engine = _CountingEngine(run.engine)
+        sampler = GroupSampler(
+            engine, tokenizer, reward.sandbox, reward.config, _sampling(args), seed=args.seed
+        )
+        executor = InProcessExecutor(sampler)
+        times: list[float] = []
+        for step in range(args.steps + 1):
+            start = time.perf_counter()
+            train_step(run, step, executor=executor)
+            times.append(time.perf_counter() - start)
+            _progress("execrl", step, times[-1], engine.generated[-1])
+    return SideTiming(step_times_s=tuple(times), generated_tokens=tuple(engine.generated), warmup_steps=1)
+
+
+def _sampling(args: argparse.Namespace) -> SamplingParams:
+    from execrl.rollout import SamplingParams
+
+    return SamplingParams(
+        samples_per_prompt=args.samples,
+        max_new_tokens=args.max_new_tokens,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+    )
+
+
+def _bench_run(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    reward: CodeReward,
+    config: TrainerConfig,
+    args: argparse.Namespace,
+    run_dir: Path,
+) -> Run:
+    """The ``Run`` the recipe's step reads: the benchmark's model and trainer config, a static scheduler over
+    its tasks (each step draws all of them, as TRL's side trains on all of them), no reward audit."""
+    from execrl.config import validate_config
+    from execrl.recipes.loop import Run
+    from execrl.rollout import create_engine
+    from execrl.scheduler import StaticScheduler
     from execrl.trainer import build_optimizer, build_scheduler
 
-    engine = create_engine("hf", model=model, tokenizer=tokenizer)
+    run_config = validate_config(
+        {
+            "run": {"seed": args.seed},
+            "rollout": {"prompts_per_step": args.prompts, "samples_per_prompt": args.samples,
+                        "max_new_tokens": args.max_new_tokens, "temperature": 1.0},
+            "audit": {"enabled": False},
+        }
+    )  # fmt: skip
     optimizer = build_optimizer(model, config)
-    scheduler = build_scheduler(optimizer, config)
-    times: list[float] = []
-    tokens: list[int] = []
-    for step in range(args.steps + 1):
-        start = time.perf_counter()
-        params = SamplingParams(
-            samples_per_prompt=args.samples,
-            max_new_tokens=args.max_new_tokens,
-            temperature=1.0,
-            top_p=1.0,
-            top_k=0,
-            seed=args.seed * 1_000_003 + step,
-        )
-        rollout = engine.generate(encode_prompts(tokenizer, prompt_texts(reward.tasks)), params)
-        scores = reward.score(rollout.group_index.tolist(), rollout.texts)
-        update_from_rollout(
-            model,
-            optimizer,
-            scheduler,
-            config,
-            rollout,
-            scores,
-            old_logprobs_from_rollout=args.old_logprobs == "rollout",
-        )
-        times.append(time.perf_counter() - start)
-        tokens.append(rollout.stats.generated_tokens)
-        _progress("execrl", step, times[-1], tokens[-1])
-    return SideTiming(step_times_s=tuple(times), generated_tokens=tuple(tokens), warmup_steps=1)
+    return Run(
+        config=run_config,
+        run_dir=run_dir,
+        model=model,
+        tokenizer=tokenizer,
+        tcfg=config,
+        ref_model=None,
+        value_head=None,
+        optimizer=optimizer,
+        lr_scheduler=build_scheduler(optimizer, config),
+        tasks=StaticScheduler({"functions": list(reward.tasks)}, {"functions": 1.0}, seed=args.seed),
+        engine=create_engine("hf", model=model, tokenizer=tokenizer),
+        start_step=0,
+        old_logprobs_from_rollout=args.old_logprobs == "rollout",
+    )
+
+
+@dataclass
+class _CountingEngine:
+    """The run's engine, keeping each generate call's generated-token count for the report."""
+
+    engine: Engine
+    generated: list[int] = field(default_factory=list)
+
+    def generate(self, prompts: Any, params: SamplingParams) -> RolloutBatch:
+        rollout = self.engine.generate(prompts, params)
+        self.generated.append(rollout.stats.generated_tokens)
+        return rollout
 
 
 def _progress(side: str, step: int, seconds: float, tokens: int) -> None:
@@ -234,8 +285,9 @@ def _notes(args: argparse.Namespace) -> list[str]:
     return [
         "execrl step = encode prompts + HFEngine group sampling (one prefill per prompt, its KV cache shared "
         f"by the group, finished rows dropped) + sandbox scoring + GRPO advantages + {old} + "
-        "forward/backward/AdamW step with each prompt computed once per micro-batch (recipes.grpo."
-        "update_from_rollout)",
+        "forward/backward/AdamW step with each prompt computed once per micro-batch + the step's metrics "
+        "(recipes.grpo.train_step itself, seeded by execrl.seeding; a static scheduler draws the benchmark's "
+        "tasks each step, in its own order)",
         "TRL step = tokenise prompts + model.generate (prompt prefilled per sample) + the same reward + "
         "advantages + forward/backward/AdamW step (old log-probs = detached current ones, num_iterations=1)",
         "same reward callable on both sides: execrl.rewards.score_batch in one shared sandbox "

@@ -1,11 +1,11 @@
 """The executor: where a step's generate-and-score work runs. The recipe talks only to this interface.
 
     executor = build_executor(config, sampler)        # in-process (default) or Ray (executor.kind="ray")
-    metrics = step_fn(run, step, executor.sampler)    # the loop samples through executor.sampler
+    groups = executor.sampler.sample_step(step, ...)  # a recipe's step samples through executor.sampler
     executor.publish_weights(model, version=step + 1) # after each update
     metrics.update(executor.step_metrics(step))       # executor/* : versions used, retries, replacements
 
-The one-step-off loop (``recipes/pipeline.py``) samples step t+1 with the weights of step t while step t
+The one-step-off recipe (``recipes/pipeline.py``) samples step t+1 with the weights of step t while step t
 trains, through ``executor.behaviour_sampler(engine=..., version=t)``: in-process the behaviour copy's
 engine, with Ray the rollout workers loaded with published version t (``versions.py`` states the rule).
 
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import torch
 
+    from execrl.components.sampling import GroupSampler
     from execrl.config import TrainConfig
-    from execrl.recipes.sampling import GroupSampler
     from execrl.rewards import Score
     from execrl.rollout.engine import Engine
     from execrl.rollout.types import RolloutBatch

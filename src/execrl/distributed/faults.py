@@ -13,6 +13,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from execrl.retry import backoff_delay
+
 __all__ = ["FaultCounters", "RetryPolicy", "StepLog", "TaskFailed"]
 
 
@@ -39,7 +41,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt ``attempt`` (1-based): backoff_s * 2**(attempt-1), capped."""
-        return float(min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1)))
+        return backoff_delay(attempt, base_s=self.backoff_s, max_s=self.backoff_max_s)
 
 
 @dataclass

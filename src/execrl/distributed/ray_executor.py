@@ -51,10 +51,11 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
+from execrl.components.sampling import GenerateCall, GroupSampler, ScoredGroups, concat_groups
+from execrl.config import build
 from execrl.distributed.faults import FaultCounters, RetryPolicy, StepLog, TaskFailed
 from execrl.distributed.ray_workers import RolloutWorker, SandboxWorker
 from execrl.distributed.versions import WeightVersions
-from execrl.recipes.sampling import GenerateCall, GroupSampler, ScoredGroups, concat_groups
 
 if TYPE_CHECKING:
     import torch
@@ -225,7 +226,12 @@ class RayExecutor:
         self.versions = WeightVersions(section.max_weight_staleness)
         self._owns_ray = ensure_ray(section.ray_address)
         check_resources(config)
-        policy = RetryPolicy(section.max_attempts, section.retry_backoff_s, max(5.0, section.retry_backoff_s))
+        policy = build(
+            RetryPolicy,
+            section,
+            backoff_s=section.retry_backoff_s,
+            backoff_max_s=max(5.0, section.retry_backoff_s),
+        )
         rollout_cls = ray.remote(RolloutWorker).options(
             num_cpus=section.rollout_num_cpus, num_gpus=section.rollout_num_gpus
         )

@@ -25,7 +25,7 @@ class RolloutWorker:
     """An engine with its own model replica; weights arrive by version from the trainer driver."""
 
     def __init__(self, config: TrainConfig) -> None:
-        from execrl.recipes import setup
+        from execrl.components import setup
         from execrl.rollout.engine import create_engine
 
         model, tokenizer, _ = setup.load_policy(config)  # architecture and tokenizer; weights come by version
@@ -57,7 +57,7 @@ class SandboxWorker:
     """A sandbox (its own pre-forked workers) and the reward code next to it: completions in, scores out."""
 
     def __init__(self, config: TrainConfig) -> None:
-        from execrl.recipes import setup
+        from execrl.components import setup
 
         setup.register_extra_verifiers(config)
         self.sandbox = setup.build_sandbox(config)

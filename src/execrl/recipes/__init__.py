@@ -1,1 +1,56 @@
-"""execrl.recipes."""
+"""execrl.recipes: the readable training loops, one module per algorithm, on top of every other package.
+
+Each recipe's ``train_step`` spells out its algorithm (sample and score, advantages, train batch, update,
+metrics); ``loop.py`` holds what they share around the step (the run's state, setup and finish, logging,
+checkpoints, stop reasons). ``execrl train`` picks the recipe by name from the config (``recipe_name``):
+
+* ``grpo`` (``grpo.py``): group-relative advantages (GRPO, Dr.GRPO, RLOO, REINFORCE++), the default;
+* ``ppo`` (``ppo.py``): ``algorithm.advantage_estimator=gae``, a value head and GAE;
+* ``async`` (``pipeline.py``): ``algorithm.async_steps=1``, step t+1's rollout overlaps step t's update,
+  with the decoupled-PPO correction (GRPO's or PPO's advantages);
+* ``refine_rl`` (``refine_rl.py``): ``refine.max_turns > 1``, multi-turn RL on execution feedback.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from execrl.config import TrainConfig
+    from execrl.recipes.loop import TrainOutcome
+
+__all__ = ["RECIPES", "load_recipe", "recipe_name", "train"]
+
+RECIPES: dict[str, str] = {  # name -> module with ``train(config, *, resume_dir, progress)``
+    "grpo": "execrl.recipes.grpo",
+    "ppo": "execrl.recipes.ppo",
+    "async": "execrl.recipes.pipeline",
+    "refine_rl": "execrl.recipes.refine_rl",
+}
+
+
+def recipe_name(config: TrainConfig) -> str:
+    """The recipe a config runs: multi-turn refine RL, the one-step-off loop, PPO, or GRPO (the default)."""
+    if config.refine.multi_turn:
+        return "refine_rl"
+    if config.algorithm.async_steps:
+        return "async"
+    return "ppo" if config.algorithm.learns_values else "grpo"
+
+
+def load_recipe(name: str) -> ModuleType:
+    """The recipe module ``name`` (a key of ``RECIPES``); its ``train`` runs a config end to end."""
+    if name not in RECIPES:
+        raise ValueError(f"unknown recipe {name!r}; known recipes: {', '.join(RECIPES)}")
+    return importlib.import_module(RECIPES[name])
+
+
+def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool = True) -> TrainOutcome:
+    """Run the config's recipe (``recipe_name``), as ``execrl train`` does."""
+    outcome: TrainOutcome = load_recipe(recipe_name(config)).train(
+        config, resume_dir=resume_dir, progress=progress
+    )
+    return outcome

@@ -1,15 +1,31 @@
-"""From a rollout and its scores to the trainer's ``TrainBatch``, plus the rollout metrics of a step."""
+"""From a rollout and its scores to the trainer's ``TrainBatch`` (and PPO's value targets), and the metrics
+of a step: what the recipes' steps (``grpo.py``, ``ppo.py``, ``pipeline.py``) call between sampling and
+the update."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
-from execrl.rewards import Score
+from execrl.components.sampling import ScoredGroups
+from execrl.rewards import Score, reward_metrics
 from execrl.rollout.types import RolloutBatch
+from execrl.scheduler import domain_metrics
 from execrl.trainer import TrainBatch
+
+if TYPE_CHECKING:
+    from execrl.recipes.loop import Run
+
+
+def reward_tensors(scores: Sequence[Score]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's reward ``[N]`` float64 and whether it is valid ``[N]`` bool (an invalid reward is kept out
+    of the advantages and the loss, never counted as a 0)."""
+    rewards = torch.tensor([s.reward for s in scores], dtype=torch.float64)  # [N]
+    valid = torch.tensor([s.valid for s in scores], dtype=torch.bool)  # [N]
+    return rewards, valid
 
 
 def to_train_batch(
@@ -95,6 +111,41 @@ def trainer_logprob_gap(
     expected = rollout.sampling_logprobs[:rows] if temperature != 1.0 else rollout.logprobs[:rows]
     diff = (logp[:, -width:] - expected).abs() * rollout.response_mask[:rows]  # [rows, T]
     return float(diff.max()) if diff.numel() else 0.0
+
+
+def logprob_gap(run: Run, batch: TrainBatch, rollout: RolloutBatch) -> float:
+    """``trainer_logprob_gap`` over the first group (one no-grad pass), at the trainer's temperature; the
+    steps call it when old log-probs are recomputed (otherwise the update's first forward measures it)."""
+    return trainer_logprob_gap(
+        run.model, batch, rollout, rows=rollout.samples_per_prompt, temperature=run.tcfg.logprob_temperature
+    )
+
+
+def logprob_gap_metric(gap: float | None, update_metrics: dict[str, float]) -> dict[str, float]:
+    """``rollout/logprob_max_abs_diff`` (NeMo-RL's ``gen_kl_error`` idea): ``gap`` when an extra pass measured
+    it, else the update's own first forward against the rollout's log-probs (no extra pass); absent when no
+    valid row had a response token to compare."""
+    value = gap if gap is not None else update_metrics.get("train/old_logprob_max_abs_diff")
+    return {} if value is None else {"rollout/logprob_max_abs_diff": value}
+
+
+def step_metrics(
+    run: Run, groups: ScoredGroups, weights: dict[str, float], *, sample_s: float, update_s: float
+) -> dict[str, float]:
+    """Rewards, rollout shape, per-domain metrics (``weights``: each domain's share when the step's tasks
+    were drawn) and timings of one step's scored groups."""
+    tasks, max_new_tokens = run.tasks, run.config.rollout.max_new_tokens
+    rollout, scores = groups.rollout, groups.scores
+    metrics = reward_metrics(scores)
+    metrics.update(rollout_metrics(rollout, scores, max_new_tokens))
+    metrics["rollout/sampling_rounds"] = float(groups.rounds)
+    metrics["rollout/dropped_zero_variance_groups"] = float(groups.dropped_groups)
+    metrics.update(domain_metrics([(tasks.domain_of(o.task_id), o) for o in groups.outcomes], weights))
+    metrics["perf/rollout_and_reward_s"] = sample_s
+    metrics["perf/update_s"] = update_s
+    metrics["perf/step_s"] = sample_s + update_s
+    metrics["perf/step_tokens_per_s"] = rollout.stats.generated_tokens / (sample_s + update_s)
+    return metrics
 
 
 def ppo_targets(

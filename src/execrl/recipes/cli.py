@@ -79,7 +79,7 @@ def _train(args: argparse.Namespace) -> int:
                 [*args.overrides, *_executor_overrides(args)],
             )
             if args.print_config:
-                print(to_toml(config))
+                print(to_toml(config, descriptions=True), end="")
                 return 0
             if resume is None:
                 config = _stage_output(config, stack, mirrors)
@@ -87,17 +87,12 @@ def _train(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        from execrl.recipes import load_recipe, recipe_name
         from execrl.recipes.loop import StopReason
 
-        if config.refine.multi_turn:  # multi-turn RL on execution feedback
-            from execrl.recipes.refine_rl import train as train_refine
-
-            outcome = train_refine(config, resume_dir=resume, progress=not args.no_progress)
-        else:
-            from execrl.recipes import grpo, ppo
-
-            train = ppo.train if config.algorithm.advantage_estimator == "gae" else grpo.train
-            outcome = train(config, resume_dir=resume, progress=not args.no_progress)
+        name = recipe_name(config)  # grpo, ppo, async or refine_rl
+        logging.getLogger("execrl.train").info("recipe: %s", name)
+        outcome = load_recipe(name).train(config, resume_dir=resume, progress=not args.no_progress)
     if mirrors:  # the staging copy is gone: name the run where it now lives
         print(f"run directory: {mirrors[0].remote(outcome.run_dir)}")
     else:
@@ -193,7 +188,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint (a directory or a URL)"
     )
-    p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    p.add_argument(
+        "--print-config", action="store_true", help="print the resolved config, each key with its description"
+    )
     p.add_argument(
         "--executor", choices=("inprocess", "ray"), help="where generate-and-score runs (executor.kind)"
     )

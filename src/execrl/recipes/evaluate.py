@@ -13,11 +13,11 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from execrl.config import TrainConfig
+from execrl.components import setup
+from execrl.config import TrainConfig, build
 from execrl.eval.harness import EvalConfig, EvalResult, evaluate
 from execrl.eval.passk import TaskCounts
 from execrl.eval.stats import bootstrap_ci, paired_bootstrap_diff, passk_comparison
-from execrl.recipes import setup
 from execrl.recipes.audit import eval_audit
 
 if TYPE_CHECKING:
@@ -28,14 +28,11 @@ log = logging.getLogger("execrl.eval")
 
 
 def run_eval_config(config: TrainConfig) -> EvalConfig:
-    return EvalConfig(
-        samples_per_task=config.eval.samples_per_task,
-        temperature=config.eval.temperature,
-        max_new_tokens=config.rollout.eval_max_new_tokens,
-        prompts_per_batch=8,
-        seed=config.run.seed,
-        bootstrap_resamples=config.eval.bootstrap_resamples,
-    )
+    """The run's evaluation decoding: ``[eval]`` by name, the eval token budget from ``[rollout]``."""
+    return build(
+        EvalConfig, config.eval, config.run, max_new_tokens=config.rollout.eval_max_new_tokens,
+        defaults=("top_p", "prompts_per_batch", "ks"),
+    )  # fmt: skip
 
 
 def evaluate_checkpoint_once(
@@ -59,8 +56,10 @@ def evaluate_checkpoint_once(
             reward=reward,
         )
         out["suites"][suite] = result.to_dict()
-        if config.audit.enabled:  # every reward-passing completion, re-run on its task's audit tests
-            out["suites"][suite]["audit"] = eval_audit(tasks, result.tasks, sandbox=sandbox, reward=reward)
+        if config.audit.enabled:  # every reward-passing completion, on its task's audit tests (blind)
+            out["suites"][suite]["audit"] = eval_audit(
+                tasks, result.tasks, sandbox=sandbox, reward=reward, scores=result.scores
+            )
         log.info(
             "%s %s: mean reward %.3f, pass@1 %s",
             label,

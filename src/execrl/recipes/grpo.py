@@ -9,8 +9,9 @@ registers (Dr.GRPO, RLOO, REINFORCE++; DAPO clip-higher and dynamic sampling, Yu
 2503.14476). The rewards come from running the sampled programs in the sandbox.
 
 By default everything runs in this one process (a debugger works); the sandbox workers are the only
-children. ``--executor ray`` moves generate-and-score to Ray actors (``execrl.distributed``); the loop
-below is the same for both.
+children. ``--executor ray`` moves generate-and-score to Ray actors (``execrl.distributed``); the step
+below is the same for both. Sibling recipes: ``ppo.py`` (a value head and GAE instead of groups),
+``pipeline.py`` (``algorithm.async_steps=1``: the next step's rollout overlaps this step's update).
 Ctrl-C (SIGINT) or SIGTERM finishes the current step, writes a checkpoint and stops; ``--resume`` continues
 from the newest checkpoint with the same data, RNG and metrics file (no step logged twice).
 """
@@ -18,102 +19,68 @@ from the newest checkpoint with the same data, RNG and metrics file (no step log
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from contextlib import ExitStack, closing
+from functools import partial
 from pathlib import Path
 
 from execrl.config import ConfigError, TrainConfig
-from execrl.distributed import build_executor
-from execrl.recipes import setup
+from execrl.distributed import Executor
 from execrl.recipes.audit import audit_step
-from execrl.recipes.evaluate import evaluate_checkpoint_once, finish_report
+from execrl.recipes.batch import logprob_gap, logprob_gap_metric, reward_tensors, step_metrics, to_train_batch
 from execrl.recipes.loop import (
     Run,
     TrainOutcome,
-    final_eval_due,
+    finish_session,
+    inject_nan_loss,
+    publish_weights,
     run_steps,
-    run_telemetry,
     sample_and_score,
-    setup_run,
-    stop_on_signals,
+    single_turn_session,
 )
-from execrl.recipes.pipeline import OneStepOff, StreamingGroupSampler
-from execrl.recipes.sampling import GroupSampler
-from execrl.recipes.update import step_metrics, update_from_rollout
-from execrl.rollout.types import SamplingParams
-from execrl.scheduler.report import write_domain_report
+from execrl.trainer import compute_advantages, policy_update
 
-__all__ = ["TrainOutcome", "train", "train_step", "update_from_rollout"]
-
-StepFn = Callable[[Run, int, GroupSampler], dict[str, float]]
+__all__ = ["TrainOutcome", "train", "train_step"]
 
 
-def train(
-    config: TrainConfig,
-    *,
-    resume_dir: Path | None = None,
-    progress: bool = True,
-    step_fn: StepFn | None = None,
-) -> TrainOutcome:
-    """The training loop; ``step_fn`` is this recipe's ``train_step`` unless a sibling recipe (PPO) passes
-    its own."""
-    if step_fn is None and config.algorithm.advantage_estimator == "gae":
+def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool = True) -> TrainOutcome:
+    """Set up the run (``loop.single_turn_session``: model, sandbox, executor, telemetry, base eval), run
+    ``train_step`` for each step (``loop.run_steps``: log, alarms, stop reasons, checkpoints), then the
+    final evaluation and report."""
+    if config.algorithm.learns_values:
         raise ConfigError("algorithm.advantage_estimator=gae is PPO: run it with execrl.recipes.ppo.train")
-    step_fn = step_fn or train_step
-    run = setup_run(config, resume_dir)
-    telemetry = run_telemetry(run, resuming=resume_dir is not None)
-    started = time.monotonic()
-    with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run), ExitStack() as stack:
-        sampler = (StreamingGroupSampler if config.rollout.stream_scoring else GroupSampler)(
-            run.engine, run.tokenizer, sandbox, setup.reward_config(config), sampling_params(config),
-            seed=config.run.seed,
-        )  # fmt: skip
-        # Where generate-and-score runs: this process (default) or Ray actors (executor.kind="ray").
-        executor = stack.enter_context(closing(build_executor(config, sampler)))
-        executor.publish_weights(run.model, version=run.start_step)
-        if config.algorithm.async_steps:  # rollout of step t+1 overlaps the update of step t
-            step_fn = stack.enter_context(OneStepOff(run, executor))  # exits (joins) before the executor
-        if config.eval.enabled:
-            evaluate_checkpoint_once(run.run_dir, "base", run.engine, config, sandbox)
-
-        def one_step(step: int) -> dict[str, float]:
-            metrics = step_fn(run, step, executor.sampler)  # sample, score, advantages, update
-            executor.publish_weights(run.model, version=step + 1)  # rollout workers load it by version
-            metrics.update(executor.step_metrics(step))  # weight versions used, retries, replaced workers
-            return metrics
-
-        # each step, then log, alarms, stop reasons, checkpoint (loop.py)
-        last_step = run_steps(run, telemetry, one_step, started=started, progress=progress)
-        stack.close()  # async mode: a rollout still in flight finishes before the final eval uses the sandbox
-        write_domain_report(run.run_dir)  # domains.md + plots/domain_weights.png
-        if final_eval_due(run):  # not after a signal or an alarm stop
-            evaluate_checkpoint_once(run.run_dir, "trained", run.engine, config, sandbox)
-            finish_report(run.run_dir, config)
-    return TrainOutcome(run_dir=run.run_dir, last_step=last_step, stopped_early=run.stop)
+    if config.algorithm.async_steps:
+        raise ConfigError("algorithm.async_steps=1 is the one-step-off recipe: execrl.recipes.pipeline.train")
+    with single_turn_session(config, resume_dir) as session:
+        step_fn = partial(train_step, session.run, executor=session.executor)
+        last_step = run_steps(
+            session.run, session.telemetry, step_fn, started=session.started, progress=progress
+        )
+        return finish_session(session, last_step)
 
 
-def train_step(run: Run, step: int, sampler: GroupSampler) -> dict[str, float]:
+def train_step(run: Run, step: int, *, executor: Executor) -> dict[str, float]:
     """One GRPO step: draw tasks, sample and score groups, group-relative advantages, update, metrics."""
-    config = run.config
+    config, tcfg = run.config, run.tcfg
     t0 = time.perf_counter()
-    weights, groups = sample_and_score(run, step, sampler)  # draw tasks, generate, score; scheduler learns
+    weights, groups = sample_and_score(
+        run, step, executor.sampler
+    )  # draw tasks, generate, score; scheduler learns
     t1 = time.perf_counter()
-    metrics = update_from_rollout(  # group-relative advantages, then the clipped policy-gradient update
-        run.model, run.optimizer, run.lr_scheduler, run.tcfg, groups.rollout, groups.scores,
-        old_logprobs_from_rollout=run.old_logprobs_from_rollout, ref_model=run.ref_model,
-        poison_advantages=step == config.run.inject_nan_loss_at_step,
+    rewards, valid = reward_tensors(groups.scores)  # [N] each
+    advantages = compute_advantages(  # (r - mean) / std within each task's group (or the configured variant)
+        tcfg.advantage_estimator, rewards, group_ids=groups.rollout.group_index, valid=valid,
+        eps=tcfg.advantage_std_eps,
     )  # fmt: skip
-    t2 = time.perf_counter()
-    metrics.update(step_metrics(run, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))
-    metrics.update(audit_step(run.run_dir, step, groups, sampler, config, step_s=t2 - t0))  # reward hacking
-    return metrics
-
-
-def sampling_params(config: TrainConfig) -> SamplingParams:
-    return SamplingParams(
-        samples_per_prompt=config.rollout.samples_per_prompt,
-        max_new_tokens=config.rollout.max_new_tokens,
-        temperature=config.rollout.temperature,
-        top_p=config.rollout.top_p,
-        top_k=config.rollout.top_k,
+    batch = to_train_batch(  # prompt + completion tokens, [N, S]; old log-probs from the rollout if exact
+        groups.rollout, inject_nan_loss(run, step, advantages), valid,
+        old_logprobs_from_rollout=run.old_logprobs_from_rollout,
+    )  # fmt: skip
+    gap = None if run.old_logprobs_from_rollout else logprob_gap(run, batch, groups.rollout)
+    metrics = policy_update(  # clipped policy-gradient loss (+ KL to the reference if kl_coef > 0), AdamW
+        run.model, run.optimizer, run.lr_scheduler, batch, tcfg, ref_model=run.ref_model
     )
+    t2 = time.perf_counter()
+    metrics.update(logprob_gap_metric(gap, metrics))  # generation vs training log-probs
+    metrics.update(step_metrics(run, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))
+    metrics.update(audit_step(run.run_dir, step, groups, executor.sampler, config, step_s=t2 - t0))
+    metrics.update(publish_weights(run, executor, step))  # version step + 1 out; executor/* metrics
+    return metrics

@@ -1,6 +1,7 @@
-"""What every training recipe shares around its step: the run's state, and the end of a step (log,
-alarms, stop reasons, checkpoint). The step itself (sample, score, advantages, update) stays in the recipe
-(``grpo.py``, ``ppo.py``) so it reads top to bottom.
+"""What every training recipe shares around its step: the run's state (``Run``), the single-turn recipes'
+setup and finish (``single_turn_session``, ``finish_session``), and the end of a step (log, alarms, stop
+reasons, checkpoint: ``run_steps``). The step itself (sample, score, advantages, update) stays in the
+recipe (``grpo.py``, ``ppo.py``, ``pipeline.py``, ``refine_rl.py``) so it reads top to bottom.
 
 Stop reasons are typed (``StopReason``): the loop decides what a stop means (a wall-time stop still
 evaluates, a signal exits 130) from the kind, never from the text of a message.
@@ -14,18 +15,21 @@ import logging
 import signal
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from execrl.config import TrainConfig
-from execrl.recipes import setup
-from execrl.recipes.sampling import GroupSampler, ScoredGroups
+from execrl.components import setup
+from execrl.components.sampling import GroupSampler, ScoredGroups, StreamingGroupSampler
+from execrl.config import TrainConfig, build
+from execrl.distributed import Executor, build_executor
+from execrl.recipes.evaluate import evaluate_checkpoint_once, finish_report
 from execrl.rollout.engine import Engine, create_engine
 from execrl.scheduler import AdaptiveSettings, Scheduler, build_scheduler
+from execrl.scheduler.report import write_domain_report
 from execrl.telemetry import RunTelemetry, alarm_rules_from_config
 from execrl.telemetry.webhook import WebhookConfig
 from execrl.trainer import (
@@ -33,6 +37,7 @@ from execrl.trainer import (
     ValueHead,
     build_optimizer,
     latest_checkpoint,
+    learns_values,
     load_checkpoint,
     needs_reference,
     save_checkpoint,
@@ -40,6 +45,12 @@ from execrl.trainer import (
 from execrl.trainer import (
     build_scheduler as build_lr_scheduler,
 )
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from execrl.sandbox import Sandbox
+    from execrl.sandbox.client import ServiceClient
 
 log = logging.getLogger("execrl.train")
 
@@ -76,25 +87,19 @@ class Run:
 
     config: TrainConfig
     run_dir: Path
-    model: Any
-    tokenizer: Any
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
     tcfg: TrainerConfig
-    ref_model: Any
-    value_head: ValueHead | None
+    ref_model: PreTrainedModel | None  # the frozen reference, loaded only when algorithm.kl_coef > 0
+    value_head: ValueHead | None  # PPO's learned value head; None for the GRPO family
     optimizer: torch.optim.Optimizer
     lr_scheduler: torch.optim.lr_scheduler.LRScheduler
     tasks: Scheduler  # which tasks each step draws (static mixture or adaptive)
     engine: Engine
     start_step: int
+    old_logprobs_from_rollout: bool  # the update reuses the rollout's log-probs (see rollout_logprobs_exact)
     stop: Stop | None = None
-    behaviour_model: Any = None  # async mode: the weights the in-flight rollout samples with
-
-    @property
-    def old_logprobs_from_rollout(self) -> bool:
-        """With one pass over each rollout the behaviour policy is the current one: reuse the rollout's
-        log-probs instead of a second forward pass. They equal the trainer's only without top-k/top-p."""
-        rollout = self.config.rollout
-        return self.tcfg.ppo_epochs == 1 and rollout.top_k == 0 and rollout.top_p == 1.0
+    behaviour_model: PreTrainedModel | None = None  # async: the weights the in-flight rollout samples with
 
     @property
     def extra_modules(self) -> dict[str, torch.nn.Module] | None:
@@ -107,6 +112,13 @@ class Run:
             self.stop = Stop(reason, detail)
 
 
+def rollout_logprobs_exact(config: TrainConfig, tcfg: TrainerConfig) -> bool:
+    """With one pass over each rollout the behaviour policy is the current one: reuse the rollout's
+    log-probs instead of a second forward pass. They equal the trainer's only without top-k/top-p."""
+    rollout = config.rollout
+    return tcfg.ppo_epochs == 1 and rollout.top_k == 0 and rollout.top_p == 1.0
+
+
 def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
     run_dir = resume_dir if resume_dir is not None else setup.new_run_dir(config)
     if resume_dir is None:
@@ -116,8 +128,8 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
     model, tokenizer, model_path = setup.load_policy(config)
     tcfg = setup.trainer_config(config)
     ref_model = setup.load_reference(model_path, model.dtype) if needs_reference(tcfg) else None
-    # PPO ("gae") learns a value head on the policy's hidden states; the GRPO family needs none.
-    value_head = ValueHead(model.config.hidden_size) if tcfg.advantage_estimator == "gae" else None
+    # PPO learns a value head on the policy's hidden states; the GRPO family needs none.
+    value_head = ValueHead(model.config.hidden_size) if learns_values(tcfg.advantage_estimator) else None
     optimizer = build_optimizer(model, tcfg, extra_modules=(value_head,) if value_head is not None else ())
     run = Run(
         config=config,
@@ -132,6 +144,7 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
         tasks=task_scheduler(config),
         engine=create_engine(config.rollout.engine, model=model, tokenizer=tokenizer),
         start_step=0,
+        old_logprobs_from_rollout=rollout_logprobs_exact(config, tcfg),
         behaviour_model=behaviour_copy(model) if config.algorithm.async_steps else None,
     )
     checkpoint = latest_checkpoint(run_dir) if resume_dir is not None else None
@@ -146,7 +159,7 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
     return run
 
 
-def behaviour_copy(model: torch.nn.Module) -> torch.nn.Module:
+def behaviour_copy(model: PreTrainedModel) -> PreTrainedModel:
     """A frozen copy of the policy for the background rollout of async mode (checkpointed)."""
     clone = copy.deepcopy(model)
     clone.eval()
@@ -171,25 +184,69 @@ def sample_and_score(run: Run, step: int, sampler: GroupSampler) -> tuple[dict[s
     return weights, groups
 
 
+def inject_nan_loss(run: Run, step: int, advantages: torch.Tensor) -> torch.Tensor:
+    """``run.inject_nan_loss_at_step``: that step's advantages become NaN (fault injection for the alarm
+    tests); any other step's pass through."""
+    return advantages * float("nan") if step == run.config.run.inject_nan_loss_at_step else advantages
+
+
+def publish_weights(run: Run, executor: Executor, step: int) -> dict[str, float]:
+    """After step ``step``'s update: the weights go out as version ``step + 1`` (rollout workers load them
+    by version) and the executor reports the step (``executor/*``: versions used, retries, replacements)."""
+    executor.publish_weights(run.model, version=step + 1)
+    return executor.step_metrics(step)
+
+
+@dataclass(frozen=True)
+class Session:
+    """What a single-turn recipe's steps run in (``single_turn_session``)."""
+
+    run: Run
+    telemetry: RunTelemetry
+    sandbox: Sandbox | ServiceClient
+    executor: Executor  # generate-and-score: this process (default) or Ray actors (executor.kind="ray")
+    started: float  # time.monotonic() at the start, for run.max_wall_time_s
+
+
+@contextmanager
+def single_turn_session(config: TrainConfig, resume_dir: Path | None) -> Iterator[Session]:
+    """Set up a GRPO/PPO/async run: the run (model, optimizer, scheduler; restored on resume), telemetry,
+    SIGINT/SIGTERM handling, the sandbox, the group sampler and the executor it runs on (weights published
+    as version ``start_step``), then the base model's evaluation (skipped when ``eval/base.json`` exists).
+    Everything is closed on exit, the executor before the sandbox."""
+    run = setup_run(config, resume_dir)
+    telemetry = run_telemetry(run, resuming=resume_dir is not None)
+    started = time.monotonic()
+    with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run):
+        sampler = (StreamingGroupSampler if config.rollout.stream_scoring else GroupSampler)(
+            run.engine, run.tokenizer, sandbox, setup.reward_config(config), setup.sampling_params(config),
+            seed=config.run.seed,
+        )  # fmt: skip
+        with closing(build_executor(config, sampler)) as executor:
+            executor.publish_weights(run.model, version=run.start_step)
+            if config.eval.enabled:
+                evaluate_checkpoint_once(run.run_dir, "base", run.engine, config, sandbox)
+            yield Session(run, telemetry, sandbox, executor, started)
+
+
+def finish_session(session: Session, last_step: int) -> TrainOutcome:
+    """After the last step: ``domains.md`` and its plot, then (unless a signal or an alarm stopped the run)
+    the trained model's evaluation and the run's report."""
+    run = session.run
+    write_domain_report(run.run_dir)  # domains.md + plots/domain_weights.png
+    if final_eval_due(run):
+        evaluate_checkpoint_once(run.run_dir, "trained", run.engine, run.config, session.sandbox)
+        finish_report(run.run_dir, run.config)
+    return TrainOutcome(run_dir=run.run_dir, last_step=last_step, stopped_early=run.stop)
+
+
 def task_scheduler(config: TrainConfig) -> Scheduler:
     sched = config.scheduler
     suites = setup.load_suites(config.tasks.suites, "train", config.tasks.max_difficulty)
-    settings = AdaptiveSettings(
-        floor=sched.floor,
-        domain_ema=sched.domain_ema,
-        task_ema=sched.task_ema,
-        revisit_weight=sched.revisit_weight,
-        staleness_steps=sched.staleness_steps,
-    )
-    return build_scheduler(
-        sched.mode,
-        suites,
-        config.tasks.suites,
-        seed=config.run.seed,
-        size_temperature=sched.size_temperature,
-        settings=settings,
-        rounds_per_step=config.algorithm.max_resample_rounds + 1,
-    )
+    return build(
+        build_scheduler, sched, suites=suites, weights=config.tasks.suites, seed=config.run.seed,
+        settings=build(AdaptiveSettings, sched), rounds_per_step=config.algorithm.max_resample_rounds + 1,
+    )  # fmt: skip
 
 
 def finish_step(
@@ -253,15 +310,11 @@ def final_eval_due(run: Run) -> bool:
 def run_telemetry(run: Run, *, resuming: bool) -> RunTelemetry:
     tel = run.config.telemetry
     rules = alarm_rules_from_config([a.model_dump() for a in tel.alarms], include_defaults=tel.default_alarms)
-    return RunTelemetry(
-        run.run_dir,
-        rules=rules,
+    return build(
+        RunTelemetry, tel, run_dir=run.run_dir, rules=rules,
         webhook=WebhookConfig(url=tel.webhook_url) if tel.webhook_url else None,
-        resume_from_step=run.start_step - 1 if resuming else None,
-        tensorboard=tel.tensorboard,
-        mlflow=tel.mlflow,
-        run_name=run.config.run.name,
-    )
+        resume_from_step=run.start_step - 1 if resuming else None, run_name=run.config.run.name,
+    )  # fmt: skip
 
 
 @contextmanager

@@ -4,8 +4,9 @@
 
 PPO (Schulman et al. 2017, arXiv 1707.06347) with GAE (Schulman et al. 2016, arXiv 1506.02438). The value
 head is a linear layer on the policy's last hidden state (``execrl.trainer.ValueHead``), trained with a
-clipped value loss in the same update; it is checkpointed with the model. Everything else (task
-scheduler, sandbox scoring, logging, checkpoints, the final eval) is the GRPO recipe's loop, reused as is.
+clipped value loss in the same update; it is checkpointed with the model. Everything around the step (task
+scheduler, sandbox scoring, logging, checkpoints, the final eval) is the GRPO recipe's
+(``loop.single_turn_session``); the step below differs from GRPO's in its advantages only.
 
 Limits: the value head shares the policy's trunk (no separate critic model); the sparse end-of-sequence
 execution reward makes early tokens' values hard to learn, which is why GRPO is the default.
@@ -13,37 +14,81 @@ execution reward makes early tokens' values hard to learn, which is why GRPO is 
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from functools import partial
 from pathlib import Path
 
+import torch
+
 from execrl.config import ConfigError, TrainConfig
-from execrl.recipes import grpo
+from execrl.distributed import Executor
 from execrl.recipes.audit import audit_step
-from execrl.recipes.loop import Run, TrainOutcome, sample_and_score
-from execrl.recipes.sampling import GroupSampler
-from execrl.recipes.update import step_metrics, update_from_rollout
+from execrl.recipes.batch import (
+    logprob_gap,
+    logprob_gap_metric,
+    ppo_targets,
+    reward_tensors,
+    step_metrics,
+    to_train_batch,
+)
+from execrl.recipes.loop import (
+    Run,
+    TrainOutcome,
+    finish_session,
+    inject_nan_loss,
+    publish_weights,
+    run_steps,
+    sample_and_score,
+    single_turn_session,
+)
+from execrl.trainer import policy_update
 
 __all__ = ["train", "train_step"]
 
 
 def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool = True) -> TrainOutcome:
-    if config.algorithm.advantage_estimator != "gae":
+    """Set up, step and finish as ``grpo.train`` does, with this recipe's ``train_step``."""
+    if not config.algorithm.learns_values:
         raise ConfigError("the PPO recipe needs algorithm.advantage_estimator=gae (a learned value head)")
-    return grpo.train(config, resume_dir=resume_dir, progress=progress, step_fn=train_step)
+    if config.algorithm.async_steps:
+        raise ConfigError("algorithm.async_steps=1 is the one-step-off recipe: execrl.recipes.pipeline.train")
+    with single_turn_session(config, resume_dir) as session:
+        step_fn = partial(train_step, session.run, executor=session.executor)
+        last_step = run_steps(
+            session.run, session.telemetry, step_fn, started=session.started, progress=progress
+        )
+        return finish_session(session, last_step)
 
 
-def train_step(run: Run, step: int, sampler: GroupSampler) -> dict[str, float]:
-    """One PPO step: draw tasks, sample and score, GAE targets from the value head, update, metrics."""
-    config = run.config
+def train_step(run: Run, step: int, *, executor: Executor) -> dict[str, float]:
+    """One PPO step: draw tasks, sample and score, value targets and GAE advantages, update, metrics."""
+    config, tcfg = run.config, run.tcfg
+    assert run.value_head is not None  # setup_run builds it for advantage_estimator=gae
     t0 = time.perf_counter()
-    weights, groups = sample_and_score(run, step, sampler)  # draw tasks, generate, score; scheduler learns
+    weights, groups = sample_and_score(
+        run, step, executor.sampler
+    )  # draw tasks, generate, score; scheduler learns
     t1 = time.perf_counter()
-    metrics = update_from_rollout(  # value-head GAE advantages + clipped policy and value losses
-        run.model, run.optimizer, run.lr_scheduler, run.tcfg, groups.rollout, groups.scores,
-        old_logprobs_from_rollout=run.old_logprobs_from_rollout, value_head=run.value_head,
-        ref_model=run.ref_model, poison_advantages=step == config.run.inject_nan_loss_at_step,
+    rewards, valid = reward_tensors(groups.scores)  # [N] each
+    batch = to_train_batch(  # prompt + completion tokens, [N, S]; the advantages come from GAE next
+        groups.rollout,
+        torch.zeros_like(rewards),
+        valid,
+        old_logprobs_from_rollout=run.old_logprobs_from_rollout,
+    )
+    gap = None if run.old_logprobs_from_rollout else logprob_gap(run, batch, groups.rollout)
+    batch = ppo_targets(  # old values of the value head, GAE advantages (whitened), returns: [N, S] each
+        run.model, run.value_head, batch, rewards, gamma=tcfg.gamma, lam=tcfg.gae_lambda
+    )
+    batch = dataclasses.replace(batch, advantages=inject_nan_loss(run, step, batch.advantages))
+    metrics = policy_update(  # clipped policy loss + clipped value loss (+ KL if kl_coef > 0), AdamW
+        run.model, run.optimizer, run.lr_scheduler, batch, tcfg, ref_model=run.ref_model,
+        value_model=run.value_head,
     )  # fmt: skip
     t2 = time.perf_counter()
+    metrics.update(logprob_gap_metric(gap, metrics))  # generation vs training log-probs
     metrics.update(step_metrics(run, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))
-    metrics.update(audit_step(run.run_dir, step, groups, sampler, config, step_s=t2 - t0))  # reward hacking
+    metrics.update(audit_step(run.run_dir, step, groups, executor.sampler, config, step_s=t2 - t0))
+    metrics.update(publish_weights(run, executor, step))  # version step + 1 out; executor/* metrics
     return metrics

@@ -23,9 +23,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from execrl.components import setup
 from execrl.config import TrainConfig
 from execrl.eval.stats import bootstrap_ci, paired_bootstrap_diff
-from execrl.recipes import setup
 from execrl.recipes.evaluate import write_json_atomic
 from execrl.refine.multiturn import Episode, MultiTurnConfig, rollout_episodes
 from execrl.rollout.types import SamplingParams

@@ -34,9 +34,8 @@ from pathlib import Path
 
 import torch
 
-from execrl.config import TrainConfig
-from execrl.recipes import setup
-from execrl.recipes.grpo import sampling_params
+from execrl.components import setup
+from execrl.config import TrainConfig, build
 from execrl.recipes.loop import (
     Run,
     TrainOutcome,
@@ -67,7 +66,7 @@ def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool
         log.warning("audit.enabled: the multi-turn recipe runs no reward audit (no audit/* metrics)")
     run = setup_run(config, resume_dir)
     telemetry = run_telemetry(run, resuming=resume_dir is not None)
-    multi, sampling = multi_turn_config(config), sampling_params(config)
+    multi, sampling = multi_turn_config(config), setup.sampling_params(config)
     started = time.monotonic()
     with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run):
         evaluate = partial(evaluate_refine_once, run.run_dir, engine=run.engine, tokenizer=run.tokenizer,
@@ -128,11 +127,8 @@ def train_step(
 
 
 def multi_turn_config(config: TrainConfig) -> MultiTurnConfig:
-    return MultiTurnConfig(
-        max_turns=config.refine.max_turns,
-        feedback=config.refine.feedback,
-        invalid_turn_penalty=config.refine.invalid_turn_penalty,
-        reward=setup.reward_config(config),
+    return build(
+        MultiTurnConfig, config.refine, reward=setup.reward_config(config), defaults=("reuse_kv_max_bytes",)
     )
 
 

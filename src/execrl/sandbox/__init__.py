@@ -17,7 +17,11 @@ trained against it would learn:
 * Forged results: early exit, printed results, records written by the program itself. Every byte that
   comes from the candidate (records, returned values, outputs) is untrusted input, parsed with bounds
   (depth, size, types) and judged: a malformed one is the candidate's ``runtime_error`` or
-  ``wrong_answer``, never an exception in the caller. Assert-style tests are rewritten into comparisons
+  ``wrong_answer``, never an exception in the caller. A Python plain run ends as ``python main.py`` would
+  (``pyexit.py``), with nothing looked up after the program ran that it could have replaced
+  (``os._exit``, builtins, ``json``, exception classes): patching ``os._exit`` forges no exit status,
+  and SandboxFusion's anti-hack prelude (``os._exit = None``) breaks no correct program
+  (``tests/security/test_exit_path_hazards.py``). Assert-style tests are rewritten into comparisons
   the parent judges, with expected values that never enter the sandbox, where their shape allows
   (``assert f(x) == y``, ``abs(f(x) - y) < tol``, ``assert f(x)``/``not f(x)``, ``candidate`` inside
   ``check``); the rest run where the candidate cannot reach the channel that reports them.
@@ -40,8 +44,8 @@ trained against it would learn:
   and kexec loading, ``mount``/``pivot_root``/``unshare``/``setns`` and ``clone`` with namespace flags,
   ``ptrace``, ``process_vm_*``, ``pidfd_getfd``, ``bpf``, ``perf_event_open``, ``userfaultfd``,
   ``io_uring``, the key ring, clock and time setting, handle-based opens, ``socket`` families but
-  ``AF_UNIX``, ``ioctl(TIOCSTI)``, scheduling and limits of other processes, locks and change
-  notification; everything else reaches the kernel. ``"allow"`` (the default) stacks on it, once the
+  ``AF_UNIX``, ``ioctl(TIOCSTI)``, scheduling and limits of other processes, ``pidfd_open`` of the
+  harness (pid 1), locks and change notification; everything else reaches the kernel. ``"allow"`` (the default) stacks on it, once the
   job names its language, the list of calls that language's runtime needs (``syscalls.py``: traced
   from the test programs with ``scripts/trace_syscalls.py``, reviewed by hand), so every call the
   list omits fails with ENOSYS before reaching its kernel code: native AIO, System V IPC, ``splice``
@@ -53,13 +57,33 @@ trained against it would learn:
   reviewed in ``syscalls.py`` (``clone3``, V8's ``pkey_alloc``, ``copy_file_range``: each has a
   fallback on ENOSYS). A language a user registers without a traced set runs under the deny list alone
   (the sandbox logs which).
-* Compile steps are bounded by the request's ``Limits.compile_timeout_s`` in CPU and wall time (a
-  source that includes one of the compiler's own descriptors blocks until then, then is a
-  ``compile_error``).
+* Compile steps are bounded by the request's ``Limits.compile_timeout_s`` in CPU and wall time, and a
+  compile whose processes use no CPU for the request's ``timeout_s`` (at least 1 s: a source that
+  includes one of the compiler's own descriptors blocks it) is stopped then (``stall.py``); either is
+  a ``compile_error``.
+* Uids across sandboxes: each pool's slots run under a block of uids chosen from its pid namespace,
+  pid and pool number (``pool.uid_block_base``), so pools in two containers, each pid 1 of its own,
+  do not share uids (RLIMIT_NPROC and signals count by uid across the kernel); ``EXECRL_SANDBOX_UIDS``
+  sets the range (``deploy/k8s/README.md``).
+* What a request feeds its programs never becomes a ``sandbox_error``: strings of the job (stdin,
+  files, the program) are written as UTF-8 with a lone surrogate passed through as its
+  ``surrogatepass`` bytes (``child.text_bytes``; the HTTP edge refuses them), and a stdin larger than
+  ``max_file_mb`` makes the harness fork its programs (``spawn.stdin_fits``).
+* The reward audit is blind (``execrl.rewards.blind``): a scored execution carries the reward's tests
+  and the task's audit tests together, shuffled per execution from the OS's randomness, and no test
+  name enters the sandbox (the parent maps records back by position). So nothing a program can observe
+  from inside (names, count, order, the position of a run and the counter files of earlier runs, the
+  inputs on the harness's stack or the call harness's stdin, pid 1 or a child) differs between the
+  audit and the reward: they read two splits of one run. What remains: a program still sees every
+  input of its execution and may recognise ones it memorised; and the splits share the execution's
+  limits, so exhausting one during an audit test costs the reward tests not yet run.
 * Other languages (``langs/``: C, C++, Java, JavaScript, TypeScript, Go, Rust, Bash): compilers and
   runtimes are ordinary programs in the same jail, as the candidate's uid, under the same limits (plus
   a language's floors, ``Language.limits_for``); their caches and homes live in the execution's tmpfs.
-  Besides ``/usr`` the jail sees only the JDK's configuration, ``/etc/java-*-openjdk``, read-only.
+  Besides ``/usr`` the jail sees only the JDK's configuration, ``/etc/java-*-openjdk``, Debian's
+  ``/etc/alternatives`` (links into ``/usr``) and Go's warm standard-library cache (``gocache.py``,
+  built on the host by trusted code, shared by every sandbox), all read-only; build outputs live in
+  the work directory's ``.execrl/``, where no request file may go.
   Function-call tests in Java/JavaScript/TypeScript run the candidate in one process with a harness
   written in that language (fd 3 carries its records): as in Python's group runs the candidate can
   write those records itself, but a record carries a returned value only, judged by the parent
@@ -70,6 +94,35 @@ trained against it would learn:
   gate pipe until the job's files are written, and the pool hands that worker only a job of the same
   shape (a job of another shape would be a ``sandbox_error``, never a run under the wrong limits).
   ``tests/security/test_warm_hazards.py`` runs the hostile Bash program warm.
+
+* Sessions (``sessions/``): a persistent interpreter in a worker built exactly as a run's (the same
+  namespaces, tmpfs, slot uid, cgroups, rlimits, seccomp deny list plus Python's allow list); its pid 1
+  is a small init that holds none of the session's pipes, reaps orphans, relays interrupts and exits
+  with the interpreter's status, and the parent enforces every limit from outside (wall clock, the
+  cgroup's CPU, memory and OOM counter, output, the session's CPU, lifetime and idle time). What a cell
+  reports about itself (stdout, the repr of its value, its exception) is that cell's own untrusted
+  output, forgeable by an earlier cell of the same session and never a reward (a tool episode's answer
+  is judged in a fresh sandbox); what the parent measures is not forgeable. Forks, and their rule: only
+  a ``SessionTemplate`` forks, and it runs only trusted setup cells (a task's code, never a model's);
+  a session that ran an untrusted cell never forks, because anything in its process (``os.fork``,
+  at-fork hooks, this package's own functions) may have been replaced, and isolation between copies of
+  it could not be set up by code running in it. The template keeps root in its jail (no seccomp
+  filter; its setup cells run with its slot's uid as effective uid, a barrier against accidents only,
+  so a malicious setup cell is root on the host: over HTTP templates are refused unless the server runs
+  with ``--session-templates``). Each fork is cloned by the template's own code into new pid, mount,
+  ipc, uts and network namespaces and, before any untrusted byte runs, closes every inherited
+  descriptor but its own four pipes (read-only system files and ``/dev/null``-like devices aside;
+  work-directory files are reopened on its copy), waits to be moved into its own slot's cgroups and
+  enters a cgroup namespace there, mounts its own ``/proc`` and tmpfs with a copy of the template's
+  files, replaces every shared mapping with a private copy, reseeds ``random`` and ``numpy.random``,
+  and locks down like every sandbox under its own slot's uid. Siblings are then isolated as two
+  sandboxes are: disjoint pid namespaces (no pid to signal, ``pidfd_open`` or ``ptrace``), mount, ipc
+  and network namespaces (no shared file, System V object or abstract socket), uids and cgroups; the
+  template is outside all of them (``tests/security/test_session_hazards.py``). Memory: a fork's cgroup
+  bounds what it allocates after the fork; the pages it shares stay charged to the template's cgroup
+  (and the forks' namespaces' kernel memory too), whose slot is held until its last fork ends.
+  Limits: siblings share physical pages and the page cache copy-on-write, so timing side channels
+  through them remain, as between any sandboxes on one kernel.
 
 Limits, stated plainly: the kernel is shared, so it is not a boundary against kernel exploits (use a VM
 tier for hostile multi-tenant use), and the allow list narrows the kernel code a program reaches
@@ -106,7 +159,8 @@ Trade-offs made for throughput (each measured; see the modules named):
   (``zygote.PRELOADED_MODULES``): a candidate finds them already in ``sys.modules`` (a fresh copy per
   execution, as for every other object). The ``python-data`` runtime (``runtimes.py``) runs in a zygote
   of its own that also preloaded numpy and pandas from a packages directory bound read-only into its
-  jail; numpy's global random state is reseeded per sandbox (``child._reseed_preloaded``).
+  jail; every module-level random generator the zygote preloaded (the standard library's, numpy's
+  global one) is reseeded from the OS per execution (``child.find_global_rngs``).
 * ``fetch_files`` (files read back after the run, ``workfiles.py``) are read by the harness once every
   candidate process is dead, one path component at a time with ``O_NOFOLLOW``, regular files only, within
   ``Limits.max_fetch_file_bytes``/``max_fetch_bytes``: a link the candidate plants under a fetched name
@@ -118,6 +172,15 @@ from execrl.sandbox.backends import list_backends, register_backend
 from execrl.sandbox.errors import InvalidRequestError, SandboxError, SandboxFailure, UnsupportedHostError
 from execrl.sandbox.languages import Language, list_languages, register_language
 from execrl.sandbox.runtimes import Runtime, list_runtimes, register_runtime
+from execrl.sandbox.sessions.api import Session
+from execrl.sandbox.sessions.template import SessionTemplate
+from execrl.sandbox.sessions.types import (
+    CellResult,
+    SessionClosedError,
+    SessionError,
+    SessionForkError,
+    SessionLimits,
+)
 from execrl.sandbox.types import (
     CallTest,
     CodeTest,
@@ -132,6 +195,7 @@ from execrl.sandbox.types import (
 
 __all__ = [
     "CallTest",
+    "CellResult",
     "CodeTest",
     "ExecutionRequest",
     "ExecutionResult",
@@ -144,6 +208,12 @@ __all__ = [
     "SandboxConfig",
     "SandboxError",
     "SandboxFailure",
+    "Session",
+    "SessionClosedError",
+    "SessionError",
+    "SessionForkError",
+    "SessionLimits",
+    "SessionTemplate",
     "TestCase",
     "TestResult",
     "UnsupportedHostError",

@@ -12,7 +12,7 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,10 @@ from execrl.sandbox.pool import WorkerPool
 from execrl.sandbox.runner import Driver, RunState, build_job, encode_job, job_fields
 from execrl.sandbox.runtimes import DEFAULT_RUNTIME, Runtime, resolve_runtime
 from execrl.sandbox.seccomp import POLICIES as SECCOMP_POLICIES
+from execrl.sandbox.sessions.api import Session
+from execrl.sandbox.sessions.manager import SessionManager
+from execrl.sandbox.sessions.template import SessionTemplate
+from execrl.sandbox.sessions.types import SessionError, SessionLimits
 from execrl.sandbox.types import (
     CallTest,
     ExecutionRequest,
@@ -57,7 +61,9 @@ class SandboxConfig:
     one runs under the deny list alone (logged once when the sandbox starts); ``"deny"``: the deny list
     only, the fallback (``seccomp.py``; threat model in the package docstring);
     ``warm_start``: parked workers pre-start the interpreter recent requests ran (Bash today) so that a
-    request skips its start-up (``warm.py``); False starts every program after its job arrives.
+    request skips its start-up (``warm.py``); False starts every program after its job arrives;
+    ``max_sessions``: sessions (``open_session``; a template and each of its forks count one each) alive
+    at once per Python runtime (``sessions/manager.py``).
     """
 
     backend: str = "namespace"
@@ -67,9 +73,18 @@ class SandboxConfig:
     cgroup_root: str = "/sys/fs/cgroup"
     seccomp_policy: str = "allow"
     warm_start: bool = True
+    max_sessions: int = 32
 
     def __post_init__(self) -> None:
         get_backend(self.backend)
+        if (
+            isinstance(self.max_sessions, bool)
+            or not isinstance(self.max_sessions, int)
+            or not 1 <= self.max_sessions <= 1024
+        ):
+            raise InvalidRequestError(
+                f"SandboxConfig.max_sessions={self.max_sessions!r}; set an int in [1, 1024]"
+            )
         if not isinstance(self.warm_start, bool):
             raise InvalidRequestError(f"SandboxConfig.warm_start={self.warm_start!r}; set True or False")
         if self.seccomp_policy not in SECCOMP_POLICIES:
@@ -106,7 +121,7 @@ def validate_request(request: ExecutionRequest) -> None:
         raise InvalidRequestError(f"expected an ExecutionRequest, got {type(request).__name__}")
     language = get_language(request.language)
     language.check_available()
-    resolve_runtime(language.name, request.runtime)
+    resolve_runtime(language.name, request.runtime or language.runtime)
     if request.program_path is None:  # the language's default path may clash with a file
         paths = work_path_problems(list(request.files), language.default_path)
         if paths:
@@ -179,6 +194,7 @@ class Sandbox:
             max_workers=self.config.concurrency, thread_name_prefix="execrl-sandbox"
         )
         self._closed = False
+        self._sessions: SessionManager | None = None  # started on the first session (``sessions/``)
 
     # -- sync ------------------------------------------------------------------------------------------
     def run(self, request: ExecutionRequest) -> ExecutionResult:
@@ -238,7 +254,7 @@ class Sandbox:
         limits = request.limits
         job = job_fields(request, language)
         try:
-            pool = self._pool_for(request.runtime)
+            pool = self._pool_for(request.runtime or language.runtime)
             hint = pool.observe(job)  # before acquire: the worker built to replace the one it takes
             worker = pool.acquire((limits.workdir_mb, limits.workdir_inodes), hint)
         except SandboxFailure as exc:
@@ -280,6 +296,42 @@ class Sandbox:
 
         return judge
 
+    # -- sessions (``sessions/``) ----------------------------------------------------------------------
+    def open_session(
+        self, *, runtime: str | None = None, limits: SessionLimits | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+    ) -> Session:  # fmt: skip
+        """A persistent Python interpreter in this sandbox's jail, for untrusted cells (``Session``)."""
+        return self.sessions().open_session(runtime=runtime, limits=limits, files=files)
+
+    def open_template(
+        self, *, setup: Sequence[str] = (), runtime: str | None = None, limits: SessionLimits | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+    ) -> SessionTemplate:  # fmt: skip
+        """A forkable session whose cells are trusted setup code (``SessionTemplate``); ``setup`` runs
+        first, and a setup cell that fails raises ``SessionError`` with its result."""
+        template, results = self.sessions().open_template(
+            setup=setup, runtime=runtime, limits=limits, files=files
+        )
+        failed = [r for r in results if not r.passed]
+        if failed:
+            template.close()
+            raise SessionError(f"setup cell {failed[0].index} failed: {failed[0].verdict.value}: "
+                               f"{failed[0].error_type or ''} {failed[0].error_message or failed[0].message}")  # fmt: skip
+        return template
+
+    def sessions(self) -> SessionManager:
+        """The sandbox's sessions (started on first use)."""
+        with self._runtime_lock:
+            if self._closed:
+                raise SandboxFailure("the sandbox is closed")
+            if self._sessions is None:
+                self._sessions = SessionManager(
+                    max_sessions=self.config.max_sessions, cgroup_root=self._cgroup_root,
+                    seccomp_policy=self.config.seccomp_policy, isolate=self._isolate,
+                )  # fmt: skip
+            return self._sessions
+
     def wait_settled(self, timeout_s: float = 30.0) -> bool:
         """Block until the pool is at rest: no execution running, replacement workers built, finished
         ones cleaned up (True), or ``timeout_s`` passed (False). For benchmarks that must not let the
@@ -290,6 +342,8 @@ class Sandbox:
         if self._closed:
             return
         self._closed = True
+        if self._sessions is not None:
+            self._sessions.close()
         self._executor.shutdown(wait=True)
         self._pool.close()
         for pool in self._runtime_pools.values():

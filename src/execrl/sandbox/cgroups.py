@@ -168,6 +168,12 @@ class CgroupSlot:
         cpu_s = usage_us / 1e6 - self._cpu_base_s
         return CgroupStats(cpu_s, peak / (1 << 20), self._oom_kills() - self._oom_base)
 
+    def memory_mb(self) -> float:
+        """Memory charged to the slot now (``memory.usage_in_bytes``, v2 ``memory.current``)."""
+        if self.version == 1:
+            return int(self._rd("memory", "memory.usage_in_bytes")) / (1 << 20)
+        return int(_read(self.dirs["unified"] / "memory.current")) / (1 << 20)
+
     def cpu_time_s(self) -> float:
         if self.version == 1:
             return int(self._rd("cpuacct", "cpuacct.usage")) / 1e9

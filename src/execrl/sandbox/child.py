@@ -25,6 +25,8 @@ import sys
 import time
 import traceback
 
+from execrl.sandbox import pyexit
+
 # Annotations only: importing ``typing`` would add ~2 MB to the zygote, and to every fork of it.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,6 +40,13 @@ PRELUDE_FAILED = 121
 MESSAGE_CHARS = 2000
 PROBE = "__execrl_probe__"  # the name ``asserts.plan`` gives the probe in a rewritten assert test
 VALUE_DEPTH = 100  # as ``records.MAX_DEPTH``: deeper values are not plain values for the parent
+# What the harness calls in a candidate process after the program ran, bound at import (in the zygote,
+# before any candidate byte exists): a program that replaces ``builtins.exec``, ``json.dumps`` or the
+# ``time`` functions changes its own code's behaviour, not the harness's (``pyexit`` for the exit path).
+_exec, _compile, _len, _str, _type = exec, compile, len, str, type
+_dumps, _loads = json.dumps, json.loads
+_perf_counter, _process_time = time.perf_counter, time.process_time
+_BaseException, _KeyError = BaseException, KeyError
 
 
 def write_all(fd: int, data: bytes, write: Callable[[int, memoryview], int] = os.write) -> None:
@@ -46,6 +55,14 @@ def write_all(fd: int, data: bytes, write: Callable[[int, memoryview], int] = os
     view = memoryview(data)
     while view:
         view = view[write(fd, view) :]
+
+
+def text_bytes(text: str) -> bytes:
+    """What the harness writes for a string of the job (stdin, files, the program): its UTF-8, with a
+    lone surrogate passed through as its three-byte form (``surrogatepass``), as the job itself was
+    encoded (``runner.encode_job``). The program reads invalid UTF-8 there, its own business; a strict
+    encode raised in the harness, a ``sandbox_error`` chosen by whoever wrote the string."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 def prelude(
@@ -97,13 +114,38 @@ def cap_rlimit(which: int, value: int) -> None:
     resource.setrlimit(which, (value, value))
 
 
+_GLOBAL_RNGS: list[Any] = []  # module-level generators the zygote preloaded (``find_global_rngs``)
+
+
+def find_global_rngs() -> None:
+    """Once, in the zygote after its preloads: every module-level random generator with state of its
+    own (``random``'s ``_inst``, numpy's legacy global ``RandomState``, any other module's global
+    ``random.Random``/``RandomState``), to reseed per execution (``_reseed_preloaded``). Every sandbox is
+    a copy of the zygote, so without that each would draw the same numbers: the worker is a raw
+    ``clone``, which runs no at-fork hook, and an inline run (``harness.runs_inline``) never forks. OS-
+    backed generators (``secrets``' ``SystemRandom``) have no state; state deeper than a module's
+    globals (an object's attribute) is not found."""
+    random = sys.modules.get("random")
+    kinds: tuple[type, ...] = (random.Random,) if random is not None else ()
+    system = random.SystemRandom if random is not None else None
+    mtrand = sys.modules.get("numpy.random.mtrand")
+    if mtrand is not None:
+        kinds += (mtrand.RandomState,)
+    if not kinds:
+        return
+    seen = {id(generator) for generator in _GLOBAL_RNGS}
+    for module in list(sys.modules.values()):
+        for value in list(getattr(module, "__dict__", {}).values()):
+            if isinstance(value, kinds) and type(value) is not system and id(value) not in seen:
+                seen.add(id(value))
+                _GLOBAL_RNGS.append(value)
+
+
 def _reseed_preloaded() -> None:
-    """numpy's global random state was seeded once, in a zygote that preloaded numpy (``runtimes.py``),
-    so every sandbox would draw the same ``np.random.rand()``: reseed it from the OS, as a fresh
-    ``import numpy`` would (the zygote never preloads ``random`` for the same reason)."""
-    np_random = sys.modules.get("numpy.random")
-    if np_random is not None:
-        np_random.seed()
+    """Reseed each generator ``find_global_rngs`` found from the OS, as a fresh import would seed it:
+    a test that draws random inputs draws new ones in every execution (a policy cannot memorise them)."""
+    for generator in _GLOBAL_RNGS:
+        generator.seed()
 
 
 def cpu_rlimit(cpu_left_s: float) -> tuple[int, int]:
@@ -170,7 +212,7 @@ class _Records:
 
     def send(self, record: dict[str, Any]) -> None:
         data = (self._dumps(record) + "\n").encode("utf-8", "replace")
-        if len(data) > self.max_bytes:
+        if _len(data) > self.max_bytes:
             data = (self._dumps({**_small(record), "status": "too_large", "size": len(data)}) + "\n").encode()
         write_all(self.fd, data, self._write)
 
@@ -181,25 +223,18 @@ def _small(record: dict[str, Any]) -> dict[str, Any]:
 
 def _exec_program(source: str, path: str, module_name: str) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": module_name, "__builtins__": builtins, "__file__": path}
-    code = compile(source, path, "exec")
-    exec(code, namespace)
+    code = _compile(source, path, "exec")
+    _exec(code, namespace)
     return namespace
-
-
-def _exit_code(exc: SystemExit) -> int:
-    if exc.code is None:
-        return 0
-    if isinstance(exc.code, int):
-        return exc.code & 0xFF
-    print(exc.code, file=sys.stderr)
-    return 1
 
 
 def run_main(
     job: dict[str, Any], stdin: bytes, stdout_fd: int | None, rec_fd: int, cpu_left_s: float
 ) -> NoReturn:
-    """Run the program as ``__main__`` (plain runs and stdin/stdout tests), exiting like ``python main.py``."""
-    code = 1
+    """Run the program as ``__main__`` (plain runs and stdin/stdout tests), ending exactly as
+    ``python main.py`` would (``pyexit.finish``: exit status, hooks, threads, ``atexit``, flushes) with
+    nothing looked up after the program ran that the program could have replaced."""
+    exit_now, status = pyexit.exit_now, 1
     try:
         keep = {rec_fd} | ({stdout_fd} if stdout_fd is not None else set())
         try:
@@ -207,20 +242,39 @@ def run_main(
         except BaseException as exc:  # noqa: BLE001
             prelude_failed(exc)
         records = _Records(rec_fd, 1 << 16)
-        sys.argv = [job["program_path"]]
+        module = _run_module(job["language"].get("run"))
+        sys.argv = [job["program_path"]] if module is None else module
         sys.path.insert(0, os.getcwd())
+        error: BaseException | None = None
         try:
-            _exec_program(job["program"], job["program_path"], "__main__")
-            code = 0
-        except SystemExit as exc:
-            code = _exit_code(exc)
-        except BaseException as exc:  # noqa: BLE001 - the candidate's failure is data
-            sys.stderr.write("".join(_candidate_traceback(exc)))
-            records.send({"kind": "program_error", **error_fields(exc)})
-            code = 1
-        _flush()
+            if module is None:
+                _exec_program(job["program"], job["program_path"], "__main__")
+            else:
+                _runpy().run_module(module[0], run_name="__main__", alter_sys=True)
+        except _BaseException as exc:  # noqa: BLE001 - the candidate's failure is data
+            error = exc
+        if error is not None and not pyexit.is_system_exit(error):
+            try:  # noqa: SIM105 - not contextlib.suppress, whose methods the program could patch
+                records.send({"kind": "program_error", **error_fields(error)})
+            except _BaseException:  # noqa: BLE001 - e.g. an exception type whose name is no text
+                pass
+        status = pyexit.finish(error, __file__)
     finally:
-        os._exit(code)
+        exit_now(status)
+
+
+def _run_module(run: list[str] | None) -> list[str] | None:
+    """``[module, *args]`` when the language runs a module on the program (``python -m pytest main.py``:
+    its ``run`` argv is ``["-m", module, *args]``), else None (the program itself is ``__main__``)."""
+    if run and len(run) >= 2 and run[0] == "-m":
+        return run[1:]
+    return None
+
+
+def _runpy() -> Any:
+    import runpy  # only a module-running language needs it; the zygote stays lean
+
+    return runpy
 
 
 _TAGS: dict[type[tuple[Any, ...] | set[Any] | frozenset[Any]], str] = {tuple: "t", set: "s", frozenset: "f"}
@@ -271,17 +325,17 @@ def _prober(values: list[str]) -> Callable[[Any], None]:
 
 def _jsonable(value: Any) -> Any:
     """Tuples become lists (JSON has none); anything else JSON cannot hold raises TypeError."""
-    return json.loads(json.dumps(value, allow_nan=True))
+    return _loads(_dumps(value, allow_nan=True))
 
 
-def _run_test(namespace: dict[str, Any], test: dict[str, Any]) -> dict[str, Any]:
-    start_wall, start_cpu = time.perf_counter(), time.process_time()
+def _run_test(namespace: dict[str, Any], test: dict[str, Any], index: int) -> dict[str, Any]:
+    start_wall, start_cpu = _perf_counter(), _process_time()
     result: dict[str, Any]
     try:
         if test["kind"] == "code":
             values: list[str] = []
             namespace[PROBE] = _prober(values)
-            exec(compile(test["code"], f"<test {test['name']}>", "exec"), namespace)
+            _exec(_compile(test["code"], f"<test {index}>", "exec"), namespace)
             result = (
                 {"status": "probed", "value": f"[{','.join(values)}]"} if test["probes"] else {"status": "ok"}
             )
@@ -289,10 +343,10 @@ def _run_test(namespace: dict[str, Any], test: dict[str, Any]) -> dict[str, Any]
             fn: Callable[..., Any] = namespace[test["entry_point"]]
             value = fn(*test["args"], **test["kwargs"])
             try:
-                result = {"status": "value", "value": json.dumps(_jsonable(value))}
+                result = {"status": "value", "value": _dumps(_jsonable(value))}
             except (TypeError, ValueError, RecursionError) as exc:
                 result = {"status": "unserializable", "type": type(value).__name__, "message": str(exc)[:200]}
-    except KeyError as exc:
+    except _KeyError as exc:
         if test["kind"] == "call" and test["entry_point"] not in namespace:
             result = {
                 "status": "error",
@@ -301,10 +355,10 @@ def _run_test(namespace: dict[str, Any], test: dict[str, Any]) -> dict[str, Any]
             }
         else:
             result = {"status": "error", **error_fields(exc)}
-    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt count as failures too
+    except _BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt count as failures too
         result = {"status": "error", **error_fields(exc)}
-    result["cpu_s"] = time.process_time() - start_cpu
-    result["wall_s"] = time.perf_counter() - start_wall
+    result["cpu_s"] = _process_time() - start_cpu
+    result["wall_s"] = _perf_counter() - start_wall
     return result
 
 
@@ -319,10 +373,13 @@ def run_tests(
     """Run the program once (as ``__candidate__``), then each function/assert test, reporting each.
 
     Also the inline path (``harness.runs_inline``): then this process is the sandbox's pid 1 and
-    ``rec_fd`` goes straight to the parent, which validates these records itself."""
+    ``rec_fd`` goes straight to the parent, which validates these records itself. It ends through
+    ``pyexit.exit_now``: ``os._exit = None`` in the program (SandboxFusion's anti-hack prelude) must not
+    turn the end of a run into an exception that climbs into the harness's own code."""
+    exit_now = pyexit.exit_now
     try:
         try:
-            prelude({rec_fd}, job["stdin"].encode(), None, cpu_left_s, job["limits"], new_session)
+            prelude({rec_fd}, text_bytes(job["stdin"]), None, cpu_left_s, job["limits"], new_session)
         except BaseException as exc:  # noqa: BLE001
             prelude_failed(exc)
         records = _Records(rec_fd, max_bytes)
@@ -330,18 +387,18 @@ def run_tests(
         sys.path.insert(0, os.getcwd())
         try:
             namespace = _exec_program(job["program"], job["program_path"], "__candidate__")
-        except BaseException as exc:  # noqa: BLE001 - the candidate's failure is data
+        except _BaseException as exc:  # noqa: BLE001 - the candidate's failure is data
             records.send({"kind": "program_error", **error_fields(exc)})
             _flush()
-            os._exit(0)
+            exit_now(0)
         records.send({"kind": "loaded"})
         for index in indices:
-            result = _run_test(namespace, job["tests"][index])
+            result = _run_test(namespace, job["tests"][index], index)
             _flush()
             records.send({"i": index, **result})
         _flush()
     finally:
-        os._exit(0)
+        exit_now(0)
 
 
 def exec_program(

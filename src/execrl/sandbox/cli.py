@@ -162,6 +162,8 @@ def _build_request(args: argparse.Namespace) -> ExecutionRequest:
         limits_kwargs.update(timeout_s=args.timeout_s, cpu_time_s=args.timeout_s)
     if args.memory_mb is not None:
         limits_kwargs["memory_mb"] = args.memory_mb
+    if args.compile_timeout_s is not None:
+        limits_kwargs["compile_timeout_s"] = args.compile_timeout_s
     return ExecutionRequest(
         language=language_for(program_path, args.language),
         program=_read_text(program_path, "program"),
@@ -253,13 +255,55 @@ def _serve_handler(args: argparse.Namespace) -> int:
             max_tests=args.max_tests,
             max_result_mb=args.max_result_mb,
             allowed_origins=tuple(args.allow_origin),
-            run_code_python_runtime=args.run_code_python_runtime,
+            run_code_python_runtime=None
+            if args.run_code_python_runtime == "python"
+            else args.run_code_python_runtime,
+            run_code_typescript=args.run_code_typescript,
+            run_code_console_assert=args.run_code_console_assert,
         )
-        serve(host=args.host, port=args.port, workers=args.workers, config=config)
+        serve(
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            config=config,
+            sessions=_sessions_config(args),
+        )
     except SandboxError as exc:
         print(f"execrl sandbox serve: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     return 0
+
+
+def _sessions_config(args: argparse.Namespace) -> Any:
+    from execrl.sandbox.sessions.http import SessionServiceConfig
+
+    return SessionServiceConfig(
+        max_sessions=args.session_max_sessions,
+        max_lifetime_s=args.session_max_lifetime_s,
+        max_memory_mb=args.session_max_memory_mb,
+        max_forks_per_call=args.session_max_forks,
+        allow_templates=args.session_templates,
+    )
+
+
+def _add_session_options(serve: argparse.ArgumentParser) -> None:
+    """The caps of ``/v1/sessions`` and ``/run_jupyter`` (``sandbox/sessions/http.py``)."""
+    serve.add_argument(
+        "--session-max-sessions", type=int, default=32, help="sessions open at once (429 above)"
+    )
+    serve.add_argument(
+        "--session-max-lifetime-s", type=float, default=3600.0, help="cap on a session's limits.lifetime_s"
+    )
+    serve.add_argument(
+        "--session-max-memory-mb", type=int, default=2048, help="cap on a session's limits.memory_mb"
+    )
+    serve.add_argument("--session-max-forks", type=int, default=16, help="cap on forks per fork call")
+    serve.add_argument(
+        "--session-templates",
+        action="store_true",
+        help="serve session templates (forkable; their setup cells run with the jail's root privileges: "
+        "only for clients whose setup code you trust)",
+    )
 
 
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -277,6 +321,12 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--timeout-s", type=float, help="wall-clock and CPU-time limit in seconds (default 10)")
     run.add_argument("--memory-mb", type=int, help="memory limit in MiB (default 512)")
     run.add_argument(
+        "--compile-timeout-s",
+        type=float,
+        help="CPU and wall-clock limit of the compile step in seconds (default: the language's, "
+        "`execrl sandbox languages`); a compiler that uses no CPU for --timeout-s is stopped sooner",
+    )
+    run.add_argument(
         "--runtime",
         help="Python runtime: python (default, standard library) or python-data (numpy, pandas, ...)",
     )
@@ -288,7 +338,8 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     serve = sub.add_parser(
         "serve",
         help="serve the sandbox over HTTP (execrl API + SandboxFusion /run_code)",
-        description="HTTP service: POST /v1/execute, /v1/execute_batch, /run_code (SandboxFusion), GET /v1/ping.",
+        description="HTTP service: POST /v1/execute, /v1/execute_batch, /run_code and /run_jupyter "
+        "(SandboxFusion), /v1/sessions (sessions), GET /v1/ping.",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
@@ -308,8 +359,22 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     serve.add_argument("--max-tests", type=int, default=1024, help="cap on tests per execution (422 above)")
     serve.add_argument(
         "--run-code-python-runtime",
-        default=None,
-        help="runtime of /run_code's python (default: the standard library; python-data adds numpy, pandas, ...)",
+        default="auto",
+        help="runtime of /run_code's python: auto (default: python-data when installed, as SandboxFusion's "
+        "Python has numpy), python (the standard library) or python-data (required)",
+    )
+    serve.add_argument(
+        "--run-code-typescript",
+        choices=("transpile", "check"),
+        default="transpile",
+        help="/run_code's typescript: transpile (default, types ignored as SandboxFusion's tsx) or check",
+    )
+    serve.add_argument(
+        "--run-code-console-assert",
+        choices=("log", "fail"),
+        default="log",
+        help="a failed console.assert in /run_code's JavaScript/TypeScript: log (default, as SandboxFusion) "
+        "or fail (exit status 1)",
     )
     serve.add_argument(
         "--max-batch-requests", type=int, default=1024, help="cap on requests per batch (422 above)"
@@ -328,6 +393,7 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="browser origin (https://host[:port]) allowed to call the API; repeatable. POSTs with any "
         "other Origin header answer 403 (default: none)",
     )
+    _add_session_options(serve)
     serve.set_defaults(func=_serve_handler)
 
 

@@ -7,7 +7,7 @@ Sequence for the strict ("namespace") backend, all with direct system calls:
    ``/bin``/``/lib*`` as the host has them), the host Python's prefix (only that directory: the rest of
    ``/root`` stays invisible), ``/etc/ld.so.cache`` (nothing else of ``/etc``: no passwd, no shadow),
    ``/dev/{null,zero,random,urandom}``, empty ``/proc`` and ``/tmp``; no ``/sys``; the JDK's
-   ``/etc/java-*-openjdk`` when present (``toolchain_config_dirs``).
+   ``/etc/java-*-openjdk`` and Debian's ``/etc/alternatives`` when present (``toolchain_config_dirs``).
 2. Per execution, the zygote clones ``P`` straight into new pid/mount/ipc/uts/cgroup namespaces
    (``linux.clone_process``), inheriting its slot's empty network namespace (made once per slot, see
    ``make_network_namespaces``): ``P`` is pid 1 of its pid namespace and its mount namespace is a private
@@ -80,7 +80,7 @@ class JailSpec:
     ~2 MB, and every module the zygote imports makes every fork of it slower.
     """
 
-    __slots__ = ("isolate", "uid", "slot", "workdir_mb", "workdir_inodes", "seccomp_filters")
+    __slots__ = ("isolate", "uid", "slot", "workdir_mb", "workdir_inodes", "seccomp_filters", "role")
 
     def __init__(
         self,
@@ -91,7 +91,11 @@ class JailSpec:
         workdir_mb: int,
         workdir_inodes: int,
         seccomp_filters: seccomp.Filters,
+        role: str = "run",
     ) -> None:
+        """``role``: ``"run"`` (the harness, ``harness.main``), ``"session"`` or ``"template"``
+        (``sessions/worker.py``; a template keeps root to build its forks' jails, ``sessions/forking.py``)."""
+        self.role = role
         self.isolate = isolate
         self.uid = uid
         self.slot = slot
@@ -132,10 +136,13 @@ def _touch(path: str) -> None:
         pass
 
 
-def build_template_root(python_prefix: str, packages_dir: str | None = None) -> None:
+def build_template_root(
+    python_prefix: str, packages_dir: str | None = None, ro_dirs: tuple[str, ...] = ()
+) -> None:
     """Run once, in the zygote: move it into a private mount namespace whose root is the read-only
     skeleton every sandbox shares (``/usr``, the Python prefix, devices, empty ``/proc`` and ``/tmp``),
-    plus, for a runtime with packages (``runtimes.py``), its packages directory, read-only like the rest.
+    plus, for a runtime with packages (``runtimes.py``), its packages directory, read-only like the rest,
+    and ``ro_dirs`` (host directories a toolchain reads: Go's warm build cache, ``gocache.py``).
 
     Each worker is then cloned with a new mount namespace, which copies this small tree; the worker only
     mounts its own ``/proc`` and work directory. Building the tree per worker instead (about ten mounts,
@@ -167,9 +174,9 @@ def build_template_root(python_prefix: str, packages_dir: str | None = None) -> 
     if not prefix.startswith("/usr/"):
         os.makedirs(f"{root}{prefix}", exist_ok=True)
         _ro_bind(prefix, f"{root}{prefix}")
-    if packages_dir is not None:
-        os.makedirs(f"{root}{packages_dir}", exist_ok=True)
-        _ro_bind(packages_dir, f"{root}{packages_dir}")
+    for host in (packages_dir, *ro_dirs) if packages_dir is not None else ro_dirs:
+        os.makedirs(f"{root}{host}", exist_ok=True)
+        _ro_bind(host, f"{root}{host}")
     _add_devices(root)
     os.chdir(root)
     linux.pivot_root(".", ".old")
@@ -183,13 +190,18 @@ def build_template_root(python_prefix: str, packages_dir: str | None = None) -> 
 def toolchain_config_dirs() -> list[str]:
     """Host configuration directories a toolchain under ``/usr`` cannot start without, bound read-only
     at the same path: Debian's OpenJDK links its ``lib/jvm.cfg`` and ``conf/`` into
-    ``/etc/java-<version>-openjdk`` (the JVM's own settings: no credentials, no host identity). Nothing
-    else of ``/etc`` is visible."""
+    ``/etc/java-<version>-openjdk`` (the JVM's own settings: no credentials, no host identity), and
+    ``/etc/alternatives`` holds the links Debian's ``update-alternatives`` resolves ``/usr/bin/awk``,
+    ``which``, ``cc``, ``java``... through (links into ``/usr`` and nothing else, checked by
+    ``tests/integration/test_sandbox_drop_in.py``; without it ``awk`` was "command not found" in Bash).
+    Nothing else of ``/etc`` is visible."""
     try:
         names = os.listdir("/etc")
     except FileNotFoundError:
         return []
-    return sorted(f"/etc/{name}" for name in names if name.startswith("java-") and name.endswith("-openjdk"))
+    java = [f"/etc/{name}" for name in names if name.startswith("java-") and name.endswith("-openjdk")]
+    alternatives = ["/etc/alternatives"] if "alternatives" in names else []
+    return sorted(java + alternatives)
 
 
 def _add_devices(root: str) -> None:
@@ -256,7 +268,8 @@ def _drop_privileges(spec: JailSpec) -> None:
 
 def isolate_pid1(spec: JailSpec) -> str:
     """Run in ``P`` (pid 1 of the new namespaces, in a copy of the template root): mount its own
-    ``/proc`` and work directory, drop privileges. Returns the work directory."""
+    ``/proc`` and work directory, drop privileges (except a session template's, which keeps root to
+    build its forks' jails: ``sessions/forking.py``). Returns the work directory."""
     os.setsid()
     _mount_own(spec)
     linux.sethostname("sandbox")
@@ -264,9 +277,24 @@ def isolate_pid1(spec: JailSpec) -> str:
     os.dup2(fd, 0)
     os.close(fd)
     os.chdir(WORKDIR)
+    if spec.role != "template":
+        lock_down(spec)
+    return WORKDIR
+
+
+def lock_down(spec: JailSpec) -> None:
+    """Hard rlimits, then the slot's uid, no capabilities, ``no_new_privs``, not dumpable, seccomp."""
     _set_hard_limits()
     _drop_privileges(spec)
-    return WORKDIR
+
+
+def remount_own(spec: JailSpec) -> None:
+    """In a fork of a session template (its own new mount namespace, still root): detach the template's
+    ``/proc`` (which lists the template's pid namespace, every sibling fork included) and work directory,
+    and mount this sandbox's own (``sessions/forking.py`` copies the files over first)."""
+    linux.umount2("/proc", linux.MNT_DETACH)
+    linux.umount2(WORKDIR, linux.MNT_DETACH)
+    _mount_own(spec)
 
 
 def isolate_unisolated(spec: JailSpec) -> str:

@@ -16,8 +16,9 @@ sandbox's harness validates exactly as it validates a Python candidate's records
 Toolchains come from Debian packages (``package``; ``scripts/setup.sh --system`` installs them). A
 language whose toolchain is missing on this host stays registered but ``unavailable``: a request for it
 is an ``InvalidRequestError`` that names the package to install, never a crash or a wrong verdict.
-Executables are resolved on the host (``os.path.realpath``) when the job is built, because the jail has
-``/usr`` but not ``/etc/alternatives``, through which Debian links ``java``, ``cc`` and others.
+Executables are resolved on the host (``os.path.realpath``) when the job is built, so a toolchain that
+resolves outside what the jail shows is reported missing rather than failing inside it (the jail also
+binds ``/etc/alternatives``, through which Debian links ``java``, ``cc``, ``awk`` and others).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Callable
+import subprocess
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -35,6 +37,10 @@ from execrl.sandbox.types import Limits
 
 CALL_RECORD_FD = 3  # where a binary language's call harness writes its records (child.exec_program)
 JAIL_VISIBLE = ("/usr/", "/bin/", "/lib/", "/lib64/")  # what ``jail.build_template_root`` binds
+# The toolchain's own directory in the work directory: build outputs (a compiled ``main``), caches and
+# support files live here, so a request's ``files`` never share a name with them; a file under it is
+# refused (``Language.reserved_problem``). The harness creates it when the job's argv names it.
+BUILD_DIR = ".execrl"
 
 
 @dataclass(frozen=True)
@@ -91,8 +97,17 @@ class Language:
     min_memory_mb: int = 0
     min_processes: int = 0
     tools: tuple[str, ...] = ()  # other executables the toolchain runs (a linker), checked for availability
+    data_files: tuple[str, ...] = ()  # files it reads (JUnit's jar), checked for availability the same way
     files: tuple[tuple[str, str], ...] = ()  # support files written into the work directory with the program
     warm: WarmStart | None = None  # pre-started before the job (``warm.py``); only without a compile step
+    # Libraries linked when this host's compiler finds them (``-l<name>`` after the source, as
+    # SandboxFusion adds ``-lcrypto -lssl -lpthread`` when they link), checked once per process.
+    optional_libraries: tuple[str, ...] = ()
+    # (source suffix, output suffix) of a build that writes its output beside each source (tsc's
+    # ``x.ts`` -> ``x.js``, which Node's relative ``require`` resolves from): those names are reserved.
+    emits_beside: tuple[str, str] | None = None
+    env_hook: Callable[[], dict[str, str]] | None = None  # environment decided per job (Go's warm cache)
+    runtime: str | None = None  # the Python runtime a ``mode="python"`` language needs (pytest)
 
     def compile_limit_s(self, requested_s: float | None) -> float:
         """The compile step's CPU and wall-clock limit: the request's (``Limits.compile_timeout_s``) or,
@@ -114,7 +129,8 @@ class Language:
         sees); empty when the language is available."""
         argvs = (self.compile_argv, self.run_argv, *((self.call.run_argv,) if self.call else ()))
         wanted = [argv[0] for argv in argvs if argv and argv[0].startswith("/")] + list(self.tools)
-        return [path for path in dict.fromkeys(wanted) if _host_path(path) is None]
+        missing = [path for path in dict.fromkeys(wanted) if _host_path(path) is None]
+        return missing + [path for path in self.data_files if _host_file(path) is None]
 
     def check_available(self) -> None:
         """Raise ``InvalidRequestError`` naming the Debian package when the toolchain is missing."""
@@ -135,6 +151,39 @@ class Language:
             files.update(built if built is not None else self.call.files)
         return files
 
+    def reserved_problem(self, program_path: str, files: Iterable[str], with_call: bool) -> str | None:
+        """Why one of ``files`` cannot be written as given (it is a name the toolchain writes), or None.
+
+        One rule: the toolchain's names are reserved, each refused with what uses it. They are the
+        ``BUILD_DIR`` tree (build outputs, caches, support files), the call harness's files where it
+        keeps them beside the program (``__execrl_call.js``, Java's ``ExecrlCall*.class``) and, for a
+        build that writes its output beside each source (``emits_beside``), those outputs. The
+        program's own path is refused elsewhere (``types.work_path_problems``)."""
+        files = list(files)
+        support = set(self.support_files(with_call))
+        emitted = self._emitted([program_path, *files])
+        for path in files:
+            if path == BUILD_DIR or path.startswith(f"{BUILD_DIR}/"):
+                why = f"{BUILD_DIR}/ holds the sandbox's build outputs, caches and support files"
+            elif path in support:
+                why = f"the {self.name} harness writes it"
+            elif path in emitted:
+                why = f"the {self.name} build writes it from {emitted[path]!r}"
+            else:
+                continue
+            return f"files: {path!r} is reserved ({why}); rename it"
+        return None
+
+    def _emitted(self, paths: list[str]) -> dict[str, str]:
+        if self.emits_beside is None:
+            return {}
+        source, output = self.emits_beside
+        return {
+            path[: -len(source)] + output: path
+            for path in paths
+            if path.endswith(source) and not path.endswith(f".d{source}")
+        }
+
     def job_spec(self, program_path: str, limits: Limits, with_call: bool = False) -> dict[str, Any]:
         """The language as the sandbox's harness sees it, argument templates filled in."""
         stem = program_path.rsplit(".", 1)[0] if "." in program_path.rsplit("/", 1)[-1] else program_path
@@ -143,15 +192,20 @@ class Language:
         if with_call and self.call is not None and self.call.compile_argv and self.call.built() is None:
             compile_argv = self.call.compile_argv
         call_argv = self.call.run_argv if self.call is not None else ()
+        compile_filled = _fill(compile_argv, values)
+        if compile_filled and self.optional_libraries:
+            compile_filled += [f"-l{lib}" for lib in _linkable(compile_filled[0], self.optional_libraries)]
+        argvs = (compile_filled, _fill(self.run_argv, values), _fill(call_argv, values))
         return {
             "name": self.name,
             "mode": self.mode,
-            "compile": _fill(compile_argv, values) or None,
-            "run": _fill(self.run_argv, values) or None,
-            "call": _fill(call_argv, values) or None,
-            "env": dict(self.env),
+            "compile": argvs[0] or None,
+            "run": argvs[1] or None,
+            "call": argvs[2] or None,
+            "env": {**dict(self.env), **(self.env_hook() if self.env_hook is not None else {})},
             "warm": {"env": dict(self.warm.env), "gate": self.warm.gate} if self.warm else None,
             "compile_timeout_s": self.compile_limit_s(limits.compile_timeout_s),
+            "mkdirs": [BUILD_DIR] if any(BUILD_DIR in arg for argv in argvs for arg in argv) else [],
         }
 
 
@@ -161,6 +215,29 @@ def _fill(argv: tuple[str, ...], values: dict[str, str]) -> list[str]:
     if filled and filled[0].startswith("/"):
         filled[0] = _host_path(filled[0]) or filled[0]
     return filled
+
+
+@functools.lru_cache(maxsize=64)
+def _linkable(compiler: str, libraries: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``libraries`` this host's ``compiler`` finds (``-print-file-name`` answers a path, for the
+    shared or the static library): SandboxFusion's link-test of each flag, without compiling."""
+    found = []
+    for lib in libraries:
+        for name in (f"lib{lib}.so", f"lib{lib}.a"):
+            try:
+                done = subprocess.run(
+                    [compiler, f"-print-file-name={name}"],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                    check=False,
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if done.returncode == 0 and done.stdout.strip().startswith("/"):
+                found.append(lib)
+                break
+    return tuple(found)
 
 
 def host_argv(argv: tuple[str, ...]) -> list[str]:
@@ -175,6 +252,12 @@ def _host_path(path: str) -> str | None:
     if not real.startswith(JAIL_VISIBLE) or not os.access(real, os.X_OK):
         return None
     return real
+
+
+def _host_file(path: str) -> str | None:
+    """As ``_host_path`` for a file the toolchain reads (``Language.data_files``): readable is enough."""
+    real = os.path.realpath(path)
+    return real if real.startswith(JAIL_VISIBLE) and os.access(real, os.R_OK) else None
 
 
 _LANGUAGES: Registry[Language] = Registry("language", plural="languages", unknown_error=InvalidRequestError)

@@ -20,6 +20,15 @@ _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.unshare.argtypes = [ctypes.c_int]
 _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_long,
+]
 
 IS_X86_64 = os.uname().machine == "x86_64"
 
@@ -159,3 +168,17 @@ def supports_namespaces() -> bool:
     """True if this host lets us create the namespaces the strict backend needs (root + /proc/self/ns)."""
     needed = ("mnt", "pid", "net", "ipc", "uts")
     return os.geteuid() == 0 and all(os.path.exists(f"/proc/self/ns/{ns}") for ns in needed)
+
+
+MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS = 0x02, 0x10, 0x20
+
+
+def map_anonymous_fixed(address: int, length: int, prot: int) -> None:
+    """Replace ``[address, address + length)`` with fresh private anonymous memory (``MAP_FIXED``):
+    how a session's fork turns a shared mapping it inherited into a private one
+    (``sessions/forking.py``)."""
+    flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED
+    got = _libc.mmap(ctypes.c_void_p(address), ctypes.c_size_t(length), prot, flags, -1, 0)
+    if got != address:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mmap(0x{address:x}, {length}): {os.strerror(err)}")

@@ -17,6 +17,7 @@ import collections
 import contextlib
 import itertools
 import json
+import math
 import os
 import queue
 import select
@@ -30,13 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from execrl.sandbox import jail, warm, zygote
+from execrl.sandbox import gocache, jail, warm, zygote
 from execrl.sandbox.cgroups import CgroupPool, CgroupSlot
-from execrl.sandbox.errors import SandboxFailure
+from execrl.sandbox.errors import InvalidRequestError, SandboxFailure
 
 UID_BASE = 1_500_000  # sandbox uids: far above any real user, never in /etc/passwd
 UIDS_PER_POOL = 2048  # each pool owns a block of uids: one per slot, distinct across pools and processes
 UID_BLOCKS = 500_000
+UID_RANGE_ENV = "EXECRL_SANDBOX_UIDS"  # "FIRST-LAST": the uids this host's pools may use (see uid_block_base)
+PID_NS_INIT_INO = 0xEFFFFFFC  # the kernel's PROC_PID_INIT_INO; other namespaces get numbers above it
 SRC_DIR = str(Path(__file__).resolve().parents[2])
 WorkerKey = tuple[int, int]  # (workdir_mb, workdir_inodes)
 JANITOR_WAIT_S = 2.0  # how long the janitor waits for a killed worker's pid 1 to exit
@@ -65,6 +68,7 @@ class Worker:
     pidfd: int
     closed: bool = field(default=False)
     hint: bytes = field(default=warm.NO_HINT)  # the warm-start shape it committed to (``warm.py``)
+    control: int = field(default=-1)  # a session template's control socket (``sessions/forking.py``)
 
     def alive(self) -> bool:
         """False once pid 1 of the worker has exited (its pidfd turns readable)."""
@@ -82,7 +86,7 @@ class Worker:
     def close(self, keep_pidfd: bool = False) -> None:
         if not self.closed:
             self.closed = True
-            for fd in (self.job_w, self.res_r, self.out_r, self.err_r):
+            for fd in (self.job_w, self.res_r, self.out_r, self.err_r, self.control):
                 if fd >= 0:
                     with contextlib.suppress(OSError):
                         os.close(fd)
@@ -109,12 +113,52 @@ _pools_started = itertools.count()
 
 
 def uid_block_base(slots: int) -> int:
-    """First uid of this pool's block, from (pid, pool number): two pools, even in different processes,
-    practically never share a uid, so RLIMIT_NPROC and kill(2) never reach across sandboxes."""
+    """First uid of this pool's block: ``UID_RANGE_ENV``'s range (default ``UID_BASE`` and ``UID_BLOCKS``
+    blocks of ``UIDS_PER_POOL``) cut into blocks, one picked from (pid namespace, pid, pool number), so
+    that RLIMIT_NPROC and kill(2), which count and check by uid across the whole kernel, never reach
+    across sandboxes of two pools, even in different containers.
+
+    Why the pid namespace: it was (pid, pool number) alone, and two service replicas in separate
+    containers are each pid 1 of their own pid namespace: they took the same block, and a job that filled
+    its process limit in one made spawns in the other fail (a ``sandbox_error``). The namespace's inode
+    number is unique among the host's live namespaces (``uid_block``). Limits: a collision-free choice
+    among all processes of all containers is not possible without coordination; where replicas must be
+    disjoint by construction, give each a range of its own in ``EXECRL_SANDBOX_UIDS`` (under Kubernetes
+    user namespaces the range must also lie inside the pod's mapped ids, ``deploy/k8s/README.md``)."""
     if slots > UIDS_PER_POOL:
         raise SandboxFailure(f"at most {UIDS_PER_POOL} slots per sandbox (workers + max_concurrency + 1)")
-    block = (os.getpid() * 64 + next(_pools_started)) % UID_BLOCKS
-    return UID_BASE + block * UIDS_PER_POOL
+    first, blocks = uid_range(os.environ.get(UID_RANGE_ENV))
+    ns_id = os.stat("/proc/self/ns/pid").st_ino - PID_NS_INIT_INO
+    return first + uid_block(ns_id, os.getpid(), next(_pools_started), blocks) * UIDS_PER_POOL
+
+
+def uid_range(text: str | None) -> tuple[int, int]:
+    """(first uid, number of blocks) of ``EXECRL_SANDBOX_UIDS`` ("FIRST-LAST", inclusive), or the default."""
+    if text is None or not text.strip():
+        return UID_BASE, UID_BLOCKS
+    first_text, _, last_text = text.strip().partition("-")
+    if not (first_text.isdigit() and last_text.isdigit()):
+        raise InvalidRequestError(f"{UID_RANGE_ENV}={text!r}: expected FIRST-LAST, e.g. 1500000-1999999")
+    first, last = int(first_text), int(last_text)
+    blocks = (last - first + 1) // UIDS_PER_POOL
+    if first < 1 or last >= 2**31 - 1 or blocks < 1:
+        raise InvalidRequestError(
+            f"{UID_RANGE_ENV}={text!r}: needs 1 <= FIRST, LAST < 2147483647 and room for at least one "
+            f"block of {UIDS_PER_POOL} uids"
+        )
+    return first, blocks
+
+
+def uid_block(ns_id: int, pid: int, pool: int, blocks: int) -> int:
+    """The block index of (pid namespace id, pid, pool number) among ``blocks``: ``pid * 64 + pool`` as
+    before on the host (namespace 0), shifted by the namespace id times a stride near ``blocks`` times
+    the golden ratio, coprime with ``blocks``. So pid 1 of two containers (pool numbers below 64) never
+    share a block while their namespace ids differ by less than a few thousand (the unit test checks
+    4096 for the default), and other pairs collide about once in ``blocks``."""
+    stride = round(blocks * 0.6180339887498949) or 1
+    while math.gcd(stride, blocks) != 1:
+        stride += 1
+    return (ns_id * stride + pid * 64 + pool) % blocks
 
 
 def base_python() -> str:
@@ -158,6 +202,7 @@ class WorkerPool:
         self.closed = False
         self.warm = warm.WarmChooser(workers) if warm_start and isolate else None
         self.unhinted: set[int] = set()  # tokens of workers spawned for a request no parked one fits
+        self.claims: dict[int, Worker | str | None] = {}  # dedicated workers (``spawn_dedicated``) by token
         self.waiting = 0  # requests in ``acquire`` waiting for a worker
         self.warm_starts = 0  # requests handed a worker committed to their shape (``warm.py``)
         self.python_prefix = os.path.realpath(sys.base_prefix)
@@ -178,6 +223,7 @@ class WorkerPool:
             self.seccomp_policy,
             self.packages_dir,
             self.preload,
+            gocache.bind_dirs() if self.isolate else (),
         )
         self.process = subprocess.Popen(
             [base_python(), *zygote.ARGS],
@@ -208,7 +254,7 @@ class WorkerPool:
     def _read_loop(self, sock: socket.socket) -> None:
         while True:
             try:
-                message, fds, _, _ = socket.recv_fds(sock, 1 << 16, zygote.WORKER_FDS)
+                message, fds, _, _ = socket.recv_fds(sock, 1 << 16, zygote.WORKER_FDS + 1)
             except OSError:
                 message, fds = b"", []
             reply = json.loads(message) if message else {}
@@ -224,7 +270,7 @@ class WorkerPool:
     def _join_cgroups(self, reply: dict[str, object], fd_count: int) -> str | None:
         """Move a new worker's pid 1 into its slot before any job (everything it starts inherits it);
         returns why that failed (the worker died during set-up: its ready record will say why)."""
-        if self.cgroups is None or "pid" not in reply or fd_count != zygote.WORKER_FDS:
+        if self.cgroups is None or "pid" not in reply or fd_count < zygote.WORKER_FDS:
             return None
         try:
             self.cgroups.slots[int(str(reply["slot"]))].attach(int(str(reply["pid"])))
@@ -244,21 +290,31 @@ class WorkerPool:
         slot, key = self.pending.pop(token)
         unhinted = token in self.unhinted
         self.unhinted.discard(token)
-        if "error" in reply or len(fds) != zygote.WORKER_FDS:
-            self.spawn_errors.append(str(reply.get("error", "worker arrived without its descriptors")))
+        if "error" in reply or len(fds) not in (zygote.WORKER_FDS, zygote.WORKER_FDS + 1):
+            error = str(reply.get("error", "worker arrived without its descriptors"))
+            self.spawn_errors.append(error)
+            if token in self.claims:
+                self.claims[token] = error
             for fd in fds:
                 os.close(fd)
             self._free_slot(slot)
             return
-        job_w, res_r, out_r, err_r, pidfd = fds
+        job_w, res_r, out_r, err_r, pidfd, *control = fds
         worker = Worker(token, int(str(reply["pid"])), key, slot, job_w, res_r, out_r, err_r, pidfd)
+        worker.control = control[0] if control else -1
         if self.closed:
             worker.kill()
             worker.close()
             return
         if attach_error is not None:
             self.spawn_errors.append(f"could not move worker {worker.pid} into its cgroups: {attach_error}")
+            if token in self.claims:
+                self.claims[token] = self.spawn_errors[-1]
             self._discard(worker)
+            return
+        if token in self.claims:
+            self._hint(worker, True)
+            self.claims[token] = worker
             return
         self._hint(worker, unhinted)
         self.ready[key].append(worker)
@@ -298,9 +354,10 @@ class WorkerPool:
                 self.ready[key].remove(worker)
                 self.release(worker)
 
-    def _spawn(self, key: WorkerKey, unhinted: bool = False) -> None:
+    def _spawn(self, key: WorkerKey, unhinted: bool = False, role: str = "run") -> int:
         """Ask the zygote for a worker (caller holds ``cond`` and a free slot exists); ``unhinted``: it
-        gets no warm-start hint, whatever the chooser would say (``acquire``)."""
+        gets no warm-start hint, whatever the chooser would say (``acquire``); ``role``: what its pid 1
+        becomes (``jail.JailSpec.role``). Returns the request's token (-1 if the zygote is gone)."""
         slot = self.free_slots.popleft()
         token = next(self.tokens)
         if unhinted:
@@ -311,6 +368,7 @@ class WorkerPool:
             "slot": slot,
             "workdir_mb": key[0],
             "workdir_inodes": key[1],
+            "role": role,
         }
         self.pending[token] = (slot, key)
         try:
@@ -319,6 +377,8 @@ class WorkerPool:
             self.pending.pop(token, None)
             self.unhinted.discard(token)
             self.free_slots.append(slot)
+            return -1
+        return token
 
     def _fill(self) -> None:
         waiting = sum(1 for _, key in self.pending.values() if key == self.default_key)
@@ -424,6 +484,68 @@ class WorkerPool:
                     self.cond.wait(min(left, 0.5))
                 finally:
                     self.waiting -= 1
+
+    def spawn_dedicated(
+        self, key: WorkerKey, role: str, slot_timeout_s: float = 30.0, build_timeout_s: float = 30.0
+    ) -> Worker:
+        """A worker built for one caller, never parked nor hinted: a session's pid 1 (``sessions/``,
+        ``role`` ``"session"`` or ``"template"``). Waits up to ``slot_timeout_s`` for a free slot, then
+        up to ``build_timeout_s`` for the worker."""
+        deadline = time.monotonic() + slot_timeout_s
+        with self.cond:
+            while not self.free_slots:
+                self._wait_or_fail(
+                    deadline, f"no free sandbox slot within {slot_timeout_s:g} s ({self.slots} in all)"
+                )
+            deadline = time.monotonic() + build_timeout_s
+            if not self.alive():
+                self._restart()
+            token = self._spawn(key, unhinted=True, role=role)
+            if token < 0:
+                raise SandboxFailure("the zygote is gone")
+            self.claims[token] = None
+            try:
+                while self.claims[token] is None:
+                    if token not in self.pending:
+                        raise SandboxFailure("the zygote exited while building a session worker")
+                    self._wait_or_fail(deadline, f"no session worker within {build_timeout_s:g} s")
+                claim = self.claims[token]
+            finally:
+                self.claims.pop(token, None)
+            if not isinstance(claim, Worker):
+                raise SandboxFailure(f"could not build a session worker: {claim}")
+            return claim
+
+    def _wait_or_fail(self, deadline: float, message: str) -> None:
+        left = deadline - time.monotonic()
+        if self.closed:
+            raise SandboxFailure("the sandbox is closed")
+        if left <= 0:
+            raise SandboxFailure(message)
+        self.cond.wait(min(left, 0.5))
+
+    def take_slot(self, timeout_s: float = 30.0) -> int:
+        """A free slot (its cgroups and uid ``uid_base + slot``) for a process the pool did not build: a
+        fork of a session template (``sessions/``). Give it back with ``release`` of a ``Worker`` for
+        that process, or ``return_slot`` if none was made."""
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while not self.free_slots:
+                self._wait_or_fail(
+                    deadline, f"no free sandbox slot within {timeout_s:g} s ({self.slots} in all)"
+                )
+            return self.free_slots.popleft()
+
+    def return_slot(self, slot: int) -> None:
+        """Give back a slot from ``take_slot`` whose process never started (or is dead)."""
+        cgroup = self.cgroups.slots[slot] if self.cgroups else None
+        if cgroup is not None and not cgroup.kill_all():
+            with self.cond:
+                self.spawn_errors.append(f"processes survive in cgroup slot {slot}: {cgroup.pids()}")
+            return
+        with self.cond:
+            self._free_slot(slot)
+            self.cond.notify_all()
 
     def wait_exit(self, worker: Worker, timeout_s: float) -> WorkerExit | None:
         """How the worker's pid 1 ended, once the zygote reaped it (``None`` on timeout)."""

@@ -57,18 +57,19 @@ class RunState:
 
 
 def _test_dict(test: CodeTest | CallTest | IOTest) -> dict[str, Any]:
+    """One test as the sandbox sees it: its inputs, never its name (names stay in the parent, which maps
+    records back by position; a name such as ``audit_2`` would tell the program which run it is in)."""
     if isinstance(test, CodeTest):  # recognised asserts become probes; their expected values stay here
         plan = asserts.plan(test.code)
-        return {"kind": "code", "name": test.name, "code": plan.code, "probes": len(plan.expectations)}
+        return {"kind": "code", "code": plan.code, "probes": len(plan.expectations)}
     if isinstance(test, CallTest):
         return {
             "kind": "call",
-            "name": test.name,
             "entry_point": test.entry_point,
             "args": list(test.args),
             "kwargs": dict(test.kwargs),
         }
-    return {"kind": "io", "name": test.name, "stdin": test.stdin}
+    return {"kind": "io", "stdin": test.stdin}
 
 
 def build_job(request: ExecutionRequest, language: Language) -> bytes:
@@ -82,11 +83,13 @@ def job_fields(request: ExecutionRequest, language: Language) -> dict[str, Any]:
     limits = request.limits
     with_call = any(isinstance(test, CallTest) for test in request.tests)
     support = language.support_files(with_call)
-    clash = sorted(set(support) & ({program_path} | set(request.files)))
-    if clash:
+    if program_path in support:
         raise InvalidRequestError(
-            f"files: {clash[0]!r} is a file the {language.name} harness writes; rename it"
+            f"program_path: {program_path!r} is a file the {language.name} harness writes"
         )
+    reserved = language.reserved_problem(program_path, sorted(request.files), with_call)
+    if reserved is not None:
+        raise InvalidRequestError(reserved)
     job = {
         "language": language.job_spec(program_path, limits, with_call),
         "program": request.program,

@@ -99,7 +99,9 @@ def resolve_runtime(language: str, name: str | None) -> Runtime:
     ``InvalidRequestError`` naming the problem and, for a missing runtime, the command that installs it."""
     if name is None:
         return _RUNTIMES.get(DEFAULT_RUNTIME)
-    if language != "python":
+    from execrl.sandbox.languages import get_language  # languages do not import runtimes: no cycle
+
+    if get_language(language).mode != "python":
         raise InvalidRequestError(
             f"runtime={name!r} applies to Python programs only (language is {language!r}); leave it unset"
         )

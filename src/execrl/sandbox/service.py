@@ -6,12 +6,13 @@ Endpoints (all JSON):
     POST /v1/execute_batch  {"requests": [ExecutionRequest, ...]}      -> {"results": [...]} (input order)
     POST /run_code          SandboxFusion's request (see ``fusion.py``) -> SandboxFusion's response
     GET  /v1/ping           -> "pong"
+    /v1/sessions..., POST /run_jupyter: sandbox sessions (``sessions/http.py``)
 
 verl's SandboxFusion reward client works unchanged: set its ``sandbox_fusion_url`` to
 ``http://HOST:PORT/run_code`` (see ``fusion.py`` for where the semantics differ and why).
 
 Bad input never reaches the sandbox and never stops the server: a body that is not UTF-8 or not JSON, a
-wrong field type, an unknown field or language, an empty program or an out-of-range limit answers HTTP 422
+wrong field type, an unknown field or language, an empty /v1 program or an out-of-range limit answers HTTP 422
 (as FastAPI, hence SandboxFusion, does) with ``{"error": "<field>: <problem>", "detail": [{"loc": [...],
 "field": ..., "msg": ..., "type": ...}]}``; so do JSON nested deeper than ``caps.MAX_JSON_DEPTH``, an
 integer past Python's 4,300-digit limit or a lone surrogate (naming the field), and a request above one
@@ -34,9 +35,10 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from aiohttp import web
 
@@ -46,6 +48,7 @@ from execrl.sandbox.fusion import UnsupportedLanguage, parse_run_code, run_code_
 from execrl.sandbox.fusion import unsupported_language_response as _unsupported
 from execrl.sandbox.http_edge import BodyRefused, read_json_body
 from execrl.sandbox.serialize import FieldProblem, RequestFieldError, request_from_dict, result_to_dict
+from execrl.sandbox.sessions.http import SessionServiceConfig, add_session_routes
 from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Verdict
 
 __all__ = ["ServiceConfig", "SupportsAsyncRun", "create_app", "serve"]
@@ -75,8 +78,12 @@ class ServiceConfig:
     ``\\u`` escapes); bodies over ``max_body_mb`` answer 413. ``allowed_origins``: browser origins
     (``https://host[:port]``) whose POSTs are served; any POST carrying another ``Origin`` header
     answers 403 (none by default: the API is for programs, not web pages).
-    ``run_code_python_runtime``: the runtime ``/run_code``'s ``python`` runs in (``None``: the
-    standard-library runtime; ``"python-data"`` for numpy, pandas, scipy, scikit-learn).
+    ``run_code_python_runtime``: the runtime ``/run_code``'s ``python`` runs in (``"auto"``, the default:
+    ``python-data`` when installed, as SandboxFusion's Python has numpy; ``None``: the standard library;
+    ``"python-data"``: required, the server refuses to start without it). ``run_code_typescript``:
+    ``"transpile"`` (default, SandboxFusion's ``tsx``: types ignored) or ``"check"`` (type errors are
+    compile errors); ``run_code_console_assert``: ``"log"`` (default, as SandboxFusion: a failed
+    ``console.assert`` only prints) or ``"fail"`` (it fails the run). ``fusion.py`` says why.
     """
 
     default_memory_mb: int = 1024
@@ -86,7 +93,9 @@ class ServiceConfig:
     max_tests: int = 1024
     max_result_mb: int = 256
     allowed_origins: tuple[str, ...] = ()
-    run_code_python_runtime: str | None = None
+    run_code_python_runtime: str | None = "auto"
+    run_code_typescript: Literal["transpile", "check"] = "transpile"
+    run_code_console_assert: Literal["log", "fail"] = "log"
 
     def __post_init__(self) -> None:
         names = ("default_memory_mb", "max_batch_requests", "max_body_mb", "max_tests", "max_result_mb")
@@ -97,7 +106,15 @@ class ServiceConfig:
             raise InvalidRequestError(
                 f"ServiceConfig.max_output_bytes={self.max_output_bytes} is out of range; set it in [64, {1 << 30}]"
             )
-        if self.run_code_python_runtime is not None:  # refuse to start without it, naming the setup command
+        if self.run_code_typescript not in ("transpile", "check"):
+            raise InvalidRequestError(
+                f"run_code_typescript={self.run_code_typescript!r}: use transpile or check"
+            )
+        if self.run_code_console_assert not in ("log", "fail"):
+            raise InvalidRequestError(
+                f"run_code_console_assert={self.run_code_console_assert!r}: use log or fail"
+            )
+        if self.run_code_python_runtime not in (None, "auto"):  # refuse to start without it, naming the setup
             from execrl.sandbox.runtimes import resolve_runtime
 
             resolve_runtime("python", self.run_code_python_runtime)
@@ -222,6 +239,8 @@ async def _run_code(request: web.Request) -> web.Response:
             default_memory_mb=config.default_memory_mb,
             max_output_bytes=config.max_output_bytes,
             python_runtime=config.run_code_python_runtime,
+            typescript=config.run_code_typescript,
+            console_assert=config.run_code_console_assert,
         )
     except UnsupportedLanguage as exc:
         return web.json_response(_unsupported(exc))
@@ -233,7 +252,10 @@ async def _run_code(request: web.Request) -> web.Response:
         body = run_code_response(_sandbox_error_result(str(exc)), execution.language)
         return web.json_response(body)
     response = run_code_response(
-        result, execution.language, max_output_bytes=execution.limits.max_output_bytes
+        result,
+        execution.language,
+        max_output_bytes=execution.limits.max_output_bytes,
+        runtime=execution.runtime,
     )
     return web.json_response(response)
 
@@ -246,8 +268,14 @@ async def _ping(request: web.Request) -> web.Response:
     return web.json_response("pong")
 
 
-def create_app(sandbox: SupportsAsyncRun, config: ServiceConfig | None = None) -> web.Application:
-    """The aiohttp application serving ``sandbox``; the caller owns the sandbox's lifetime."""
+def create_app(
+    sandbox: SupportsAsyncRun,
+    config: ServiceConfig | None = None,
+    sessions: SessionServiceConfig | None = None,
+) -> web.Application:
+    """The aiohttp application serving ``sandbox``; the caller owns the sandbox's lifetime. A sandbox
+    with sessions (``execrl.sandbox.Sandbox``) also gets the session endpoints and ``/run_jupyter``
+    (``sessions/http.py``, capped by ``sessions``)."""
     config = config or ServiceConfig()
     app = web.Application(middlewares=[_errors_as_json], client_max_size=config.max_body_mb << 20)
     app[_SANDBOX_KEY] = sandbox
@@ -256,6 +284,12 @@ def create_app(sandbox: SupportsAsyncRun, config: ServiceConfig | None = None) -
     app.router.add_post("/v1/execute_batch", _execute_batch)
     app.router.add_post("/run_code", _run_code)
     app.router.add_get("/v1/ping", _ping)
+    if callable(getattr(sandbox, "sessions", None)):
+        add_session_routes(
+            app, manager=sandbox.sessions, config=sessions or SessionServiceConfig(),  # type: ignore[attr-defined]
+            max_output_bytes=config.max_output_bytes, read_json=_read_json,
+            default_memory_mb=config.default_memory_mb, python_runtime=config.run_code_python_runtime,
+        )  # fmt: skip
     return app
 
 
@@ -276,7 +310,10 @@ async def _serve_until_signal(app: web.Application, host: str, port: int) -> Non
         await runner.cleanup()
 
 
-def serve(*, host: str, port: int, workers: int | None, config: ServiceConfig | None = None) -> None:
+def serve(
+    *, host: str, port: int, workers: int | None, config: ServiceConfig | None = None,
+    sessions: SessionServiceConfig | None = None,
+) -> None:  # fmt: skip
     """Start a sandbox with ``workers`` workers and serve it until SIGINT/SIGTERM.
 
     The sandbox (its zygote and worker pool) is started before the event loop so that no thread exists
@@ -284,6 +321,19 @@ def serve(*, host: str, port: int, workers: int | None, config: ServiceConfig | 
     """
     from execrl.sandbox import Sandbox, SandboxConfig  # the isolation engine, imported only when serving
 
-    sandbox_config = SandboxConfig() if workers is None else SandboxConfig(workers=workers)
+    config = config or ServiceConfig()
+    if config.run_code_python_runtime == "auto":
+        from execrl.sandbox.runtimes import get_runtime
+
+        problem = get_runtime("python-data").problem()
+        if problem is not None:  # stderr: the first stdout line is the address
+            print(
+                f"execrl sandbox serve: /run_code's python has the standard library only ({problem})",
+                file=sys.stderr,
+            )
+    sessions = sessions or SessionServiceConfig()
+    sandbox_config = SandboxConfig(max_sessions=sessions.max_sessions)
+    if workers is not None:
+        sandbox_config = SandboxConfig(workers=workers, max_sessions=sessions.max_sessions)
     with Sandbox(sandbox_config) as sandbox:
-        asyncio.run(_serve_until_signal(create_app(sandbox, config), host, port))
+        asyncio.run(_serve_until_signal(create_app(sandbox, config, sessions), host, port))

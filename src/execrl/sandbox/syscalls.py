@@ -197,6 +197,14 @@ TRACED: dict[str, frozenset[str]] = {
 }
 # tsc runs on node, then node runs its output: the same calls (traced separately, identical).
 TRACED["typescript"] = TRACED["javascript"]
+# Languages derived from a traced one run its runtime (not traced separately; the integration tests run
+# each under the allow list): pytest in Python, go test as Go's toolchain, JUnit in the JVM, the
+# TypeScript transpiler and the console.assert preload in node.
+TRACED.update(
+    {"pytest": TRACED["python"], "go_test": TRACED["go"], "junit": TRACED["java"]}
+    | {name: TRACED["javascript"] for name in ("javascript-asserts", "typescript-asserts")}
+    | {name: TRACED["javascript"] for name in ("typescript-transpile", "typescript-transpile-asserts")}
+)
 
 # Traced calls left out of every list on purpose, each refused with ENOSYS: glibc probes ``clone3``
 # (C, C++, Rust, the JVM, Node; Go's toolchain through gcc) and falls back to ``clone`` (the deny list
@@ -241,6 +249,15 @@ LANGUAGE_SYSCALLS: dict[str, frozenset[str]] = {
     "go": HARNESS | GO,
     "rust": HARNESS | RUST,
     "bash": HARNESS | BASH,
+    # SandboxFusion's test-runner modes and the Node variants run the same runtimes as the languages
+    # they derive from (pytest in Python, ``go test`` as Go's toolchain, JUnit in the JVM, ``node``).
+    "pytest": HARNESS | PYTHON,
+    "go_test": HARNESS | GO,
+    "junit": HARNESS | JAVA,
+    "javascript-asserts": HARNESS | JAVASCRIPT,
+    "typescript-asserts": HARNESS | JAVASCRIPT,
+    "typescript-transpile": HARNESS | JAVASCRIPT,
+    "typescript-transpile-asserts": HARNESS | JAVASCRIPT,
 }
 
 

@@ -57,7 +57,9 @@ class Limits:
     sandbox; ``cpu_time_s`` is RLIMIT_CPU of the whole execution (CPU time is what rewards should depend
     on, wall time is load-dependent). ``memory_mb`` is a cgroup limit (not RLIMIT_AS, which breaks numpy).
     ``compile_timeout_s`` bounds a compiled language's compile step, in CPU and in wall-clock time, on top
-    of ``timeout_s``/``cpu_time_s`` for the run; ``None`` takes the language's default (30 s for cpp).
+    of ``timeout_s``/``cpu_time_s`` for the run; ``None`` takes the language's default (30 s for cpp). A
+    compile that uses no CPU for ``timeout_s`` (at least 1 s; a compiler blocked on a read) is stopped
+    then, a ``compile_error`` as at its limit (``stall.py``).
     ``max_fetch_file_bytes``/``max_fetch_bytes``: the most one file of ``ExecutionRequest.fetch_files``,
     and all of them together, may hold to be returned (a larger one is reported in
     ``ExecutionResult.file_errors``, never cut silently).
@@ -169,7 +171,9 @@ class ExecutionRequest:
     ``files`` are written into the work directory first (relative paths, e.g. a small repository whose
     own test suite is run by ``CodeTest``s; ``str`` is written as UTF-8, ``bytes`` as given);
     ``program`` is then written to ``program_path``. With no tests the program simply runs once with
-    ``stdin`` (a plain run, as SandboxFusion's ``/run_code``).
+    ``stdin`` (a plain run, as SandboxFusion's ``/run_code``); an empty program is then run as the
+    language runs an empty source file (Python and Bash exit 0, C++ fails to link: SandboxFusion's
+    behaviour), while with tests it is the caller's error.
 
     ``fetch_files``: work-directory paths read back after the run into ``ExecutionResult.files``
     (regular files only: a path that is missing, a symbolic link anywhere along it, or not a regular
@@ -191,7 +195,7 @@ class ExecutionRequest:
     runtime: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.program, str) or not self.program.strip():
+        if not isinstance(self.program, str) or (self.tests and not self.program.strip()):
             raise InvalidRequestError("program is empty; pass the source code to run")
         names = [t.name for t in self.tests]
         if len(set(names)) != len(names):
@@ -325,9 +329,14 @@ class ExecutionResult:
     compile_wall_time_s: float = 0.0
     compile_timed_out: bool = False  # the compile step hit its time limit (compile_timeout_s)
     cpu_time_s: float = 0.0
-    wall_time_s: float = 0.0
+    wall_time_s: float = 0.0  # the whole execution: files, compile, run
+    run_wall_time_s: float = 0.0  # a plain run's program alone, compile excluded (``/run_code``'s time)
     peak_memory_mb: float = 0.0
     sandbox_error: str | None = None  # why the sandbox (not the candidate) failed
+    # A plain Python run's uncaught exception, as the program's own process reported it: untrusted,
+    # for messages only (the verdict comes from the exit status).
+    error_type: str | None = None
+    error_message: str | None = None
     files: Mapping[str, bytes] = field(default_factory=dict)  # the request's fetch_files that were read
     file_errors: Mapping[str, str] = field(default_factory=dict)  # fetch_files not returned, and why
 

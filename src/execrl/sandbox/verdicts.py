@@ -275,7 +275,7 @@ def assemble(request: ExecutionRequest, state: RunState, stats: CgroupStats | No
             (Verdict.PASSED, None, "") if _clean_exit(run_record) else judge.death(run_record)
         )
         kinds.append(kind)
-        extra = {"exit_code": _int(run_record.get("exit_code")), "signal": _int(run_record.get("signal"))}
+        extra = _plain_run_fields(run_record)
     else:
         verdict, kind, message = judge.unreported()
         kinds.append(kind)
@@ -291,6 +291,20 @@ def assemble(request: ExecutionRequest, state: RunState, stats: CgroupStats | No
             (t.error_message for t in tests if t.verdict is Verdict.SANDBOX_ERROR), None
         )
     return _result(request, state, stats, verdict, tests, kinds, compile_record, extra)
+
+
+def _plain_run_fields(record: dict[str, Any]) -> dict[str, Any]:
+    """What a plain run's ``run`` record adds to the result: exit status, the program's own wall time
+    (the harness's, compile excluded) and, for Python, the uncaught exception it reported."""
+    error = record.get("error")
+    error = error if isinstance(error, dict) else {}
+    return {
+        "exit_code": _int(record.get("exit_code")),
+        "signal": _int(record.get("signal")),
+        "run_wall_time_s": records.finite(record.get("wall_s")) or 0.0,
+        "error_type": _short(error.get("type")),
+        "error_message": _short(error.get("message")),
+    }
 
 
 def _matches(test: CodeTest | CallTest | IOTest, status: str) -> bool:

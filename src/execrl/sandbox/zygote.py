@@ -13,7 +13,8 @@ Protocol over a ``SOCK_SEQPACKET`` Unix socket pair (one message per datagram):
 * parent -> zygote: ``{"op": "spawn", "token": int, "spec": {...JailSpec fields...}}``;
 * zygote -> parent: ``{"token": int, "pid": int, "slot": int}`` plus five descriptors by ``SCM_RIGHTS``:
   the job pipe (write end), the result pipe, stdout and stderr (read ends) and a pidfd of the worker's
-  pid 1, which the parent polls for exit and signals without pid-reuse races. On failure:
+  pid 1, which the parent polls for exit and signals without pid-reuse races (a session template,
+  ``spec.role == "template"``, sends a sixth: its control socket, ``sessions/forking.py``). On failure:
   ``{"token", "error"}``.
 * zygote -> parent, when a worker's pid 1 has been reaped: ``{"exited": pid, "status": wait status,
   "cpu_hard_s": its hard CPU rlimit at death or null}``.
@@ -40,6 +41,8 @@ import sys
 import traceback
 
 from execrl.sandbox import child, harness, jail, linux, seccomp
+from execrl.sandbox.sessions import forking as _session_forking  # noqa: F401 - the jail sees no source
+from execrl.sandbox.sessions import worker as session_worker
 
 # Annotations only: importing ``typing`` would add ~2 MB to the zygote, and to every fork of it.
 TYPE_CHECKING = False
@@ -69,7 +72,8 @@ PRELOADED_MODULES = (
 # kernel memory, and making it costs ~1 ms at start).
 MAX_SLOT_NETNS = 256
 JOB_FD, RESULT_FD = 3, 4
-WORKER_FDS = 5  # job, result, stdout, stderr, pidfd
+CONTROL_FD = 5  # a session template's control socket (``sessions/forking.py``)
+WORKER_FDS = 5  # job, result, stdout, stderr, pidfd (+ the control socket of a session template)
 
 
 _live_workers: dict[int, int] = {}  # pid 1 of every sandbox built and not reaped yet -> its pidfd
@@ -138,22 +142,28 @@ def _shutdown() -> NoReturn:
     os._exit(0)
 
 
-def _pid1(spec: jail.JailSpec, job_r: int, res_w: int, out_w: int, err_w: int) -> NoReturn:
+def _pid1(spec: jail.JailSpec, job_r: int, res_w: int, out_w: int, err_w: int, control: int = -1) -> NoReturn:
     """The worker's pid 1: move the pipes to fixed numbers (which closes every other descriptor of the
-    zygote, the namespace descriptors too), isolate, then become the harness."""
+    zygote, the namespace descriptors too), isolate, then become the harness (or a session,
+    ``sessions/worker.py``, for a worker spawned with another ``role``)."""
     try:
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in (job_r, res_w, out_w, err_w)]
+        ends = (job_r, res_w, out_w, err_w, *([control] if control >= 0 else []))
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in ends]
         os.dup2(high[2], 1)
         os.dup2(high[3], 2)
         os.dup2(high[0], JOB_FD)
         os.dup2(high[1], RESULT_FD)
-        os.closerange(RESULT_FD + 1, 1 << 16)
+        if control >= 0:
+            os.dup2(high[4], CONTROL_FD)
+        os.closerange(RESULT_FD + 1 + (control >= 0), 1 << 16)
         try:
             workdir = jail.isolate_pid1(spec) if spec.isolate else jail.isolate_unisolated(spec)
         except BaseException as exc:  # noqa: BLE001 - any set-up failure is reported as a sandbox error
             message = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
             os.write(RESULT_FD, (json.dumps({"kind": "setup_error", "message": message}) + "\n").encode())
             os._exit(1)
+        if spec.role != "run":
+            session_worker.main(spec)
         harness.main(RESULT_FD, JOB_FD, spec.isolate, spec.seccomp_filters.by_language, _READY[workdir])
     finally:
         os._exit(1)
@@ -166,6 +176,11 @@ def spawn(sock: socket.socket, command: dict[str, Any], filters: seccomp.Filters
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     parent_ends = [job_w, res_r, out_r, err_r]
+    control = -1
+    if spec.role == "template":  # the parent passes it each fork's pipes (``sessions/forking.py``)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        parent_ends.append(ours.detach())
+        control = theirs.detach()
     reply: dict[str, Any] = {"token": command["token"]}
     try:
         flags = jail.CLONE_FLAGS_OWN_NET
@@ -182,10 +197,10 @@ def spawn(sock: socket.socket, command: dict[str, Any], filters: seccomp.Filters
         try:
             for fd in (sock.fileno(), *parent_ends):
                 os.close(fd)
-            _pid1(spec, job_r, res_w, out_w, err_w)
+            _pid1(spec, job_r, res_w, out_w, err_w, control)
         finally:
             os._exit(1)
-    for fd in (job_r, res_w, out_w, err_w):
+    for fd in (job_r, res_w, out_w, err_w, *([control] if control >= 0 else [])):
         os.close(fd)
     if pid < 0:
         sock.send(json.dumps(reply).encode())
@@ -194,7 +209,7 @@ def spawn(sock: socket.socket, command: dict[str, Any], filters: seccomp.Filters
         reply["pid"] = pid
         reply["slot"] = spec.slot
         _live_workers[pid] = pidfd  # kept: it wakes the main loop when the worker exits
-        socket.send_fds(sock, [json.dumps(reply).encode()], [*parent_ends, pidfd])
+        socket.send_fds(sock, [json.dumps(reply).encode()], [*parent_ends[:4], pidfd, *parent_ends[4:]])
     for fd in parent_ends:
         os.close(fd)
 
@@ -228,13 +243,14 @@ def main(
     seccomp_policy: str,
     packages_dir: str | None = None,
     preload: list[str] | None = None,
+    ro_dirs: list[str] | None = None,
 ) -> NoReturn:
     sock = socket.socket(fileno=sock_fd)
     jail.prepare_zygote(isolate)  # while the host's /proc is still visible
     _host_proc.append(os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
     if isolate:
         _netns_fds.extend(jail.make_network_namespaces(min(slots, MAX_SLOT_NETNS)))
-        jail.build_template_root(python_prefix, packages_dir)
+        jail.build_template_root(python_prefix, packages_dir, tuple(ro_dirs or ()))
     linux.prctl(linux.PR_SET_CHILD_SUBREAPER, 1)
     filters = seccomp.Filters(
         seccomp.PreparedFilter(seccomp.build_filter()),
@@ -243,6 +259,7 @@ def main(
     for name in PRELOADED_MODULES:
         __import__(name)
     _load_runtime(packages_dir, preload or [])
+    child.find_global_rngs()
     child.prepare_interpreter()
     # Everything imported so far goes to the permanent generation: a collection in a worker or in the
     # candidate's process never walks (and copy-on-write faults) these objects.
@@ -291,6 +308,7 @@ def bootstrap_code(
     seccomp_policy: str,
     packages_dir: str | None = None,
     preload: tuple[str, ...] = (),
+    ro_dirs: tuple[str, ...] = (),
 ) -> str:
     """The code ``ARGS`` reads from stdin: import this module without running the package ``__init__``
     files, put stdin back on ``/dev/null``, then ``main``."""
@@ -301,5 +319,5 @@ def bootstrap_code(
         "    module = types.ModuleType(name); module.__path__ = [path]; sys.modules[name] = module\n"
         "from execrl.sandbox.zygote import main\n"
         f"main({sock_fd}, {isolate!r}, {python_prefix!r}, {slots!r}, {seccomp_policy!r}, {packages_dir!r}, "
-        f"{list(preload)!r})\n"
+        f"{list(preload)!r}, {list(ro_dirs)!r})\n"
     )

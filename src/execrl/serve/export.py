@@ -59,8 +59,8 @@ def _is_checkpoint(path: Path) -> bool:
 
 
 def _run_source(run_dir: Path, checkpoint: Path | None) -> ModelSource:
+    from execrl.components.setup import resolve_model_path
     from execrl.config import load_config
-    from execrl.recipes.setup import resolve_model_path
 
     config = load_config(run_dir / "config.toml")
     return ModelSource(resolve_model_path(config.model.path), checkpoint, config.model.dtype)
@@ -72,8 +72,8 @@ def resolve_model_source(spec: str) -> ModelSource:
     A run directory resolves to its newest complete checkpoint (the starting model if it has none yet is
     an error: exporting an untrained model by accident would be silent).
     """
+    from execrl.components.setup import EMBEDDED_MODEL_NAMES, resolve_model_path
     from execrl.config import ConfigError
-    from execrl.recipes.setup import EMBEDDED_MODEL_NAMES, resolve_model_path
     from execrl.trainer.checkpoint import latest_checkpoint
 
     path = Path(spec).expanduser()

@@ -1,7 +1,8 @@
 """Prove each task can tell right from wrong: its reference must score full reward, its wrong answer not.
 
-``check_tasks`` sends every ``reference_solution`` and ``wrong_solution`` through the real reward path
-(``execrl.rewards.score_batch``, hence the sandbox), exactly as a policy's completion would go, and also
+``check_tasks`` sends every ``reference_solution`` and ``wrong_solution`` through the scorer it is given:
+the real reward path (``execrl.rewards.check_scorer``: ``score_batch``, hence the sandbox) for ``execrl
+tasks check``, exactly as a policy's completion would go, and also
 checks the reference against the *visible* tests (a visible example the reference fails would punish
 correct answers in a refine loop) and against the held-back *audit* tests (an audit test the reference
 fails would call every correct answer a reward hack). Tasks without an audit split are listed in
@@ -91,13 +92,6 @@ class CheckReport:
         return tuple(t for t in self.tasks if not t.ok)
 
 
-def rewards_scorer(tasks: Sequence[Task], completions: Sequence[str], hidden: bool) -> Sequence[ScoreLike]:
-    """The real reward path with binary rewards (imports the rewards and sandbox packages lazily)."""
-    from execrl.rewards import RewardConfig, score_batch
-
-    return score_batch(tasks, completions, config=RewardConfig(use_hidden_tests=hidden))
-
-
 def _run(scorer: Scorer, jobs: list[tuple[Task, str]], hidden: bool) -> list[ScoreLike]:
     if not jobs:
         return []
@@ -122,9 +116,12 @@ def _verdicts(checks: Sequence[TaskCheck]) -> tuple[FamilyVerdict, ...]:
     return tuple(out)
 
 
-def check_tasks(tasks: Sequence[Task], *, scorer: Scorer | None = None) -> CheckReport:
-    """Score every task's reference (hidden and visible tests) and wrong answer; see the module doc."""
-    score = scorer or rewards_scorer
+def check_tasks(tasks: Sequence[Task], *, scorer: Scorer) -> CheckReport:
+    """Score every task's reference (hidden and visible tests) and wrong answer; see the module doc.
+
+    ``scorer`` is passed in (``execrl.rewards.check_scorer`` for the real reward path) because the
+    rewards package sits above this one: tasks never import it."""
+    score = scorer
     ref_jobs = [(t, t.reference_solution) for t in tasks if t.reference_solution is not None]
     wrong_jobs = [(t, t.wrong_solution) for t in tasks if t.wrong_solution is not None]
     vis_jobs = [

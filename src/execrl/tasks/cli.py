@@ -59,10 +59,11 @@ def _ls(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from execrl.rewards import check_scorer
     from execrl.tasks.check import check_tasks, report_to_dict
 
     tasks = _load(args.suite, args.split, args.limit)
-    report = check_tasks(tasks)
+    report = check_tasks(tasks, scorer=check_scorer)
     if args.json:
         print(json.dumps(report_to_dict(report), indent=2))
         return EXIT_OK if report.ok else EXIT_FAILED

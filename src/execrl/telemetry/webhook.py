@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from execrl.retry import backoff_delay
+
 __all__ = ["WebhookConfig", "WebhookSender", "post_json"]
 
 _log = logging.getLogger(__name__)
@@ -128,7 +130,7 @@ def post_json(config: WebhookConfig, payload: Mapping[str, Any]) -> bool:
             return True
         _log.warning("webhook %s attempt %d/%d failed: %s", config.url, attempt + 1, attempts, reason)
         if attempt < config.retries:
-            time.sleep(config.backoff_s * (2**attempt))
+            time.sleep(backoff_delay(attempt + 1, base_s=config.backoff_s))
     _log.error(
         "webhook %s: giving up after %d attempts; the alarm is still in alarms.jsonl", config.url, attempts
     )

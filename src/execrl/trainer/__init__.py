@@ -33,6 +33,8 @@ _EXPORTS: dict[str, str] = {
     # config (no torch)
     "TrainerConfig": "config",
     "needs_reference": "config",
+    "learns_values": "config",
+    "VALUE_ESTIMATORS": "config",
     "LOSS_AGGREGATIONS": "config",
     "KL_ESTIMATORS": "config",
     # advantages
@@ -69,12 +71,16 @@ _EXPORTS: dict[str, str] = {
     "Critic": "logprobs",
     # update step
     "TrainBatch": "step",
+    "PreparedBatch": "step",
     "policy_update": "step",
     "prepare_batch": "step",
     "accumulate_gradients": "step",
     "build_optimizer": "step",
     "build_scheduler": "step",
     "lr_factor": "step",
+    # off-policy correction (async)
+    "truncated_is_weights": "offpolicy",
+    "behaviour_logprobs": "offpolicy",
     # checkpoints
     "CheckpointState": "checkpoint",
     "save_checkpoint": "checkpoint",

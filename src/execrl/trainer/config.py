@@ -14,6 +14,9 @@ from dataclasses import dataclass
 LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 KL_ESTIMATORS = ("k1", "k2", "k3")
 LR_SCHEDULES = ("constant", "linear", "cosine")
+# Advantage estimators that learn a value function (PPO's GAE over a value head's per-token values); every
+# other name is an outcome estimator of ``ADVANTAGE_ESTIMATORS`` (rewards and groups only).
+VALUE_ESTIMATORS = frozenset({"gae"})
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,12 @@ def needs_reference(config: TrainerConfig) -> bool:
     forward pass per step).
     """
     return config.kl_coef > 0.0
+
+
+def learns_values(advantage_estimator: str) -> bool:
+    """Whether ``advantage_estimator`` is PPO's: GAE on a learned value head (``VALUE_ESTIMATORS``), which the
+    PPO recipe trains with the policy; the outcome estimators (GRPO and its variants) need no value head."""
+    return advantage_estimator in VALUE_ESTIMATORS
 
 
 def _check_positive_finite(name: str, value: float) -> None:

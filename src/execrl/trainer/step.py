@@ -5,6 +5,11 @@
     batch = TrainBatch(input_ids, attention_mask, response_mask, old_logprobs, advantages, ...)
     metrics = policy_update(model, optimizer, scheduler, batch, config, ref_model=ref, value_model=None)
 
+``prepare_batch`` (token advantages, masks, old and reference log-probs) runs once per update: inside
+``policy_update`` for a plain ``TrainBatch``, or before it when a recipe needs the prepared batch itself
+(the async recipe weights the advantages by the recomputed old log-probs); a ``PreparedBatch`` is taken
+as is.
+
 Each optimizer step covers one mini-batch (``1 / optimizer_steps_per_epoch`` of the rollout batch, contiguous
 rows) and accumulates gradients over micro-batches of at most ``tokens_per_microbatch`` padded tokens. The
 loss denominators are computed once per optimizer step (``LossNormaliser``) so the gradient does not depend on
@@ -20,6 +25,7 @@ import dataclasses
 import math
 import operator
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +101,18 @@ class TrainBatch:
             if value is not None:
                 updates[field.name] = value[rows] if value.dim() == 1 else value[rows][:, columns]
         return dataclasses.replace(self, **updates)
+
+
+@dataclass(frozen=True)
+class PreparedBatch(TrainBatch):
+    """What ``prepare_batch`` returns: ``response_mask`` bool with invalid rows removed, ``advantages``
+    [N, S] zero off that mask, ``old_logprobs`` filled (and ``ref_logprobs`` when the KL is in the loss).
+    ``policy_update`` uses it as is; ``take`` and ``dataclasses.replace`` keep the type."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.old_logprobs is None or self.advantages.dim() != 2 or self.response_mask.dtype != torch.bool:
+            raise ValueError("a PreparedBatch comes from prepare_batch (old log-probs, [N, S] advantages)")
 
 
 def build_optimizer(
@@ -184,7 +202,7 @@ def prepare_batch(
     *,
     ref_model: nn.Module | None = None,
     value_model: nn.Module | None = None,
-) -> TrainBatch:
+) -> PreparedBatch:
     """Fill what ``policy_update`` needs: token advantages, masks with invalid rows removed, old/ref log-probs."""
     mask = (batch.response_mask > 0) & (batch.attention_mask > 0)  # [N, S]
     if batch.valid is not None:
@@ -208,7 +226,7 @@ def prepare_batch(
         raise ValueError(
             "value_model given but TrainBatch.old_values / returns are missing; compute them with gae"
         )
-    return batch
+    return PreparedBatch(**{f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)})
 
 
 _GAP = "train/old_logprob_max_abs_diff"  # a max over micro-batches, not a sum
@@ -268,20 +286,30 @@ def _microbatch_loss(
         total = total + config.kl_coef * kl
         metrics["loss/kl"] = kl.detach()
     if value_model is not None:
-        assert mb.old_values is not None and mb.returns is not None
-        if hidden is not None:
-            values = value_model(hidden)
-        else:
-            context = mask if config.share_prompt_forward else None
-            values = value_model(mb.input_ids, mb.attention_mask, shared_context_of=context)
-        per_token, clipped = clipped_value_loss(
-            values, mb.old_values, mb.returns, clip_eps=config.value_clip_eps
-        )
-        value_loss = aggregate(per_token)
+        value_loss, clip_frac = _value_terms(value_model, mb, hidden, config, aggregate)
         total = total + config.value_coef * value_loss
         metrics["loss/value"] = value_loss.detach()
-        metrics["train/value_clip_frac"] = aggregate(clipped.to(values.dtype), "token-mean")
+        metrics["train/value_clip_frac"] = clip_frac
     return _MicroTerms(total=total, metrics=metrics)
+
+
+def _value_terms(
+    value_model: nn.Module,
+    mb: TrainBatch,
+    hidden: Tensor | None,
+    config: TrainerConfig,
+    aggregate: Callable[..., Tensor],
+) -> tuple[Tensor, Tensor]:
+    """PPO's clipped value loss on a micro-batch, aggregated like the policy loss, and its clip fraction.
+    The values come from the policy's hidden states (a ``ValueHead``) or from the critic's own pass."""
+    assert mb.old_values is not None and mb.returns is not None
+    if hidden is not None:
+        values = value_model(hidden)  # [B, T]
+    else:
+        context = mb.response_mask if config.share_prompt_forward else None
+        values = value_model(mb.input_ids, mb.attention_mask, shared_context_of=context)
+    per_token, clipped = clipped_value_loss(values, mb.old_values, mb.returns, clip_eps=config.value_clip_eps)
+    return aggregate(per_token), aggregate(clipped.to(values.dtype), "token-mean")
 
 
 def accumulate_gradients(
@@ -323,6 +351,7 @@ def policy_update(
 ) -> dict[str, float]:
     """Run ``ppo_epochs`` x ``optimizer_steps_per_epoch`` optimizer steps on one rollout batch.
 
+    ``batch`` is prepared first (``prepare_batch``) unless it is a ``PreparedBatch`` already.
     ``ref_model`` is run only if ``kl_coef > 0``, the KL is in the loss and ``batch.ref_logprobs`` is None.
     ``value_model`` (a ``ValueHead`` on the policy trunk or a ``Critic``) needs ``batch.old_values/returns``
     and its parameters in ``optimizer`` (``build_optimizer(..., extra_modules=(head,))``).
@@ -342,7 +371,8 @@ def policy_update(
     """
     started = time.perf_counter()
     POLICY_LOSSES.get(config.policy_loss)  # fail before any work on an unknown name
-    batch = prepare_batch(model, batch, config, ref_model=ref_model, value_model=value_model)
+    if not isinstance(batch, PreparedBatch):
+        batch = prepare_batch(model, batch, config, ref_model=ref_model, value_model=value_model)
     learning_rate = float(optimizer.param_groups[0]["lr"])
     outcomes = [
         _optimizer_step(model, optimizer, batch.take(rows), config, value_model)

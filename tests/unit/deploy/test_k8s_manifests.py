@@ -100,9 +100,12 @@ def test_selectors_and_ports_connect_services_to_the_pods() -> None:
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     port_names = {p["name"]: p["containerPort"] for p in sandbox_container()["ports"]}
-    for service in of_kind("Service"):
+    services = of_kind("Service")
+    assert services
+    for service in services:
         assert service["spec"]["selector"].items() <= pod_labels.items()
         assert service["spec"].get("type", "ClusterIP") == "ClusterIP"  # no authentication: never exposed
+        assert service["spec"]["ports"], service["metadata"]["name"]
         for port in service["spec"]["ports"]:
             assert port["targetPort"] in port_names or port["targetPort"] in port_names.values()
     (policy,) = of_kind("NetworkPolicy")
@@ -159,6 +162,7 @@ def test_dockerfile_has_a_slim_python_base_and_every_registered_toolchain() -> N
     # to new Pythons and Debian suites under the same Dockerfile.
     assert re.fullmatch(r"python:3\.1[1-9]\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?", base), base
     installed = " ".join(value for op, value in instructions if op == "RUN")
+    assert list_languages()
     for name in list_languages():
         language = get_language(name)
         if language.mode == "binary":  # a toolchain the image must carry (python is the base image's own)

@@ -64,7 +64,7 @@ def test_in_process_executor_delegates_and_reports_the_version() -> None:
 
 
 def test_in_process_behaviour_sampler_is_the_sampler_on_the_behaviour_engine() -> None:
-    from execrl.recipes.sampling import GroupSampler
+    from execrl.components.sampling import GroupSampler
     from execrl.rollout.types import SamplingParams
 
     sampler = GroupSampler("engine", None, None, None, SamplingParams(), seed=1)  # type: ignore[arg-type]

@@ -59,7 +59,7 @@ def test_sampling_reports_pass_at_k_and_consistency(engine) -> None:  # type: ig
         config=EvalConfig(samples_per_task=5, temperature=1.0, max_new_tokens=6, ks=(1, 5, 10)),
     )
     assert set(result.pass_at_k) == {"pass@1", "pass@5"}
-    assert all(len(t.completions) == 5 for t in result.tasks)
+    assert result.tasks and all(len(t.completions) == 5 for t in result.tasks)
     assert 0.0 <= result.diagnostics["sample_consistency"] <= 1.0
     data = result.to_dict()
     assert data["n_tasks"] == 4 and len(data["tasks"][0]["rewards"]) == 5

@@ -112,6 +112,7 @@ def test_random_feedback_comes_from_another_problem(sandbox: Sandbox) -> None:
     first = first_attempts(tasks, backend, sandbox, config)
     own = run_refine(tasks, backend, sandbox, config, first=first)
     control = run_refine(tasks, backend, sandbox, config, first=first, source="random")
+    assert len(own) == len(tasks)
     for i, (mine, other) in enumerate(zip(own, control, strict=True)):
         assert f"input: double({i + 5})" in (mine.attempts[0].feedback or "")
         assert f"input: double({i + 5})" not in (other.attempts[0].feedback or "")

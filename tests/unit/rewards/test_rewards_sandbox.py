@@ -145,6 +145,7 @@ def test_humaneval_references_pass_and_wrong_solutions_fail(sandbox: Sandbox) ->
         [t.reference_solution or "" for t in tasks] + [t.wrong_solution or "" for t in wrong],
         sandbox=sandbox,
     )
+    assert len(scores) == len(tasks) + len(wrong)
     failed_refs = [(t.id, s.reason) for t, s in zip(tasks, scores, strict=False) if not s.passed]
     assert failed_refs == []
     assert len(wrong) == 164 and not any(s.passed for s in scores[len(tasks) :])

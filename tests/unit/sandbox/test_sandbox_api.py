@@ -36,6 +36,8 @@ def test_public_api_is_exported() -> None:
         "Language", "Limits", "Runtime", "Sandbox", "SandboxConfig", "SandboxError", "SandboxFailure",
         "TestCase", "TestResult", "UnsupportedHostError", "Verdict", "default_sandbox", "list_backends",
         "list_languages", "list_runtimes", "register_backend", "register_language", "register_runtime",
+        "CellResult", "Session", "SessionClosedError", "SessionError", "SessionForkError", "SessionLimits",
+        "SessionTemplate",
     }  # fmt: skip
     assert set(sandbox_pkg.__all__) == expected
     assert all(hasattr(sandbox_pkg, name) for name in sandbox_pkg.__all__)
@@ -151,8 +153,8 @@ def test_invalid_requests_raise_with_clear_messages(sandbox: Sandbox) -> None:
         InvalidRequestError, match="unknown language 'cobol'; known languages: bash, c, cpp, go"
     ):
         sandbox.run(ExecutionRequest(language="cobol", program="DISPLAY 'HI'."))
-    with pytest.raises(InvalidRequestError, match="program is empty"):
-        ExecutionRequest(language="python", program="  ")
+    with pytest.raises(InvalidRequestError, match="program is empty"):  # a plain run of "" is allowed
+        ExecutionRequest(language="python", program="  ", tests=(CodeTest("t", "assert True"),))
     with pytest.raises(InvalidRequestError, match="limits.memory_mb"):
         Limits(memory_mb=1)
     with pytest.raises(InvalidRequestError, match="does not support"):

@@ -32,11 +32,18 @@ def test_registries_list_and_reject_duplicates() -> None:
         "c",
         "cpp",
         "go",
+        "go_test",  # SandboxFusion's test-runner modes and the Node variants (issue 28)
         "java",
         "javascript",
+        "javascript-asserts",
+        "junit",
+        "pytest",
         "python",
         "rust",
         "typescript",
+        "typescript-asserts",
+        "typescript-transpile",
+        "typescript-transpile-asserts",
     ]
     with pytest.raises(ValueError, match="already registered"):
         register_language(Language("python", "python", "x.py", frozenset({"code"})))

@@ -10,6 +10,7 @@ import pytest
 
 from execrl.bench._language_programs import HELLO, PROBLEM
 from execrl.bench._languages import (
+    benched_languages,
     chosen_languages,
     isolated_once,
     language_summary,
@@ -20,7 +21,7 @@ from execrl.bench._languages import (
     program_summary,
 )
 from execrl.bench.sandbox import add_arguments
-from execrl.sandbox import Sandbox, SandboxConfig
+from execrl.sandbox import Sandbox, SandboxConfig, gocache
 from execrl.sandbox.errors import InvalidRequestError
 from execrl.sandbox.languages import list_languages
 
@@ -65,16 +66,23 @@ def test_overall_names_the_languages_over_the_goal():
 
 
 def test_every_language_has_both_programs():
-    assert sorted(HELLO) == sorted(PROBLEM) == list_languages()
+    """Every language with stdin/stdout tests but the ``-asserts`` variants (issue 28 added those, and
+    the test-runner modes, which run plain only)."""
+    assert sorted(HELLO) == sorted(PROBLEM) == benched_languages()
+    assert {"python", "c", "cpp", "go", "java", "javascript", "typescript", "rust", "bash"} <= set(HELLO)
+    assert set(list_languages()) - set(HELLO) == {
+        "go_test", "junit", "pytest", "javascript-asserts", "typescript-asserts", "typescript-transpile-asserts",
+    }  # fmt: skip
 
 
 def test_plain_job_is_the_sandbox_job_without_isolation():
     argvs, files, env = plain_job("c", HELLO["c"])
-    assert argvs[0][1:] == ["-O2", "-std=gnu17", "-pipe", "-o", "main", "main.c", "-lm"]
-    assert argvs[1] == ["./main"]
+    assert argvs[0][1:] == ["-O2", "-std=gnu17", "-pipe", "-o", ".execrl/main", "main.c", "-lm"]
+    assert argvs[1] == ["./.execrl/main"]
     assert files == {"main.c": HELLO["c"]}
-    argvs, _, env = plain_job("go", HELLO["go"])
-    assert env["GOCACHE"] == "./.cache/go-build"  # made absolute under the work directory by plain_once
+    with gocache.cold_cache():
+        argvs, _, env = plain_job("go", HELLO["go"])
+    assert env["GOCACHE"] == "./.execrl/go-build"  # made absolute under the work directory by plain_once
     argvs, _, _ = plain_job("python", HELLO["python"])
     assert argvs == [["/usr/bin/python3", "main.py"]]
 

@@ -17,6 +17,7 @@ from execrl.sandbox import (
     Sandbox,
     SandboxConfig,
     Verdict,
+    gocache,
     languages,
 )
 from execrl.sandbox.languages import Language, get_language
@@ -76,7 +77,8 @@ def test_argument_templates_and_host_resolution() -> None:
     typescript = get_language("typescript").job_spec("src/app.ts", Limits(), with_call=True)
     assert typescript["run"] == ["/usr/bin/node", "src/app.js"]
     assert typescript["call"][-1] == "src/app.js"
-    assert get_language("go").job_spec("main.go", Limits())["env"]["GOCACHE"].startswith("./")  # work dir
+    with gocache.cold_cache():  # the per-execution cache (the warm one is an absolute, read-only path)
+        assert get_language("go").job_spec("main.go", Limits())["env"]["GOCACHE"].startswith("./")  # work dir
 
 
 def test_a_user_registration_runs(sandbox: Sandbox) -> None:
@@ -96,11 +98,13 @@ def test_a_user_registration_runs(sandbox: Sandbox) -> None:
 
 def test_go_build_cache_lives_in_the_execution_work_directory(sandbox: Sandbox) -> None:
     """Regression: GOCACHE was the absolute ``/tmp/.cache``, which under the unisolated backend (no private
-    ``/tmp``) is the host's and outlives the execution; now it is resolved in each work directory."""
+    ``/tmp``) is the host's and outlives the execution; a per-execution cache is resolved in each work
+    directory (``.execrl/`` since issue 28, when the warm read-only cache, ``gocache.py``, is not used)."""
     program = 'package main\nimport ("fmt"; "os")\nfunc main() { fmt.Println(os.Getenv("GOCACHE")) }\n'
     request = ExecutionRequest(language="go", program=program)
-    assert sandbox.run(request).stdout == "/tmp/.cache/go-build\n"
-    with Sandbox(SandboxConfig(backend="unisolated", workers=1)) as unisolated:
-        result = unisolated.run(request)
+    with gocache.cold_cache():
+        assert sandbox.run(request).stdout == "/tmp/.execrl/go-build\n"
+        with Sandbox(SandboxConfig(backend="unisolated", workers=1)) as unisolated:
+            result = unisolated.run(request)
     assert result.verdict is Verdict.PASSED, result
-    assert re.fullmatch(r".*/execrl-unisolated-[^/]+/\.cache/go-build\n", result.stdout), result.stdout
+    assert re.fullmatch(r".*/execrl-unisolated-[^/]+/\.execrl/go-build\n", result.stdout), result.stdout

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from execrl.rewards import check_scorer
 from execrl.sandbox.types import CodeTest, IOTest
 from execrl.tasks import check_tasks, load_suite
 from execrl.tasks.check import FamilyVerdict
@@ -102,7 +103,7 @@ def test_real_reward_path_on_a_few_humaneval_tasks() -> None:
         reference_solution="```python\ndef f(x):\n    return x * 2\n```",
         wrong_solution="```python\ndef f(x):\n    return x + 3\n```",
     )
-    report = check_tasks([*tasks, extra])
+    report = check_tasks([*tasks, extra], scorer=check_scorer)
     assert report.ok, report.failures
     assert {f.family: (f.reference_passed, f.wrong_failed) for f in report.families} == {
         "humaneval": (3, 3),

@@ -5,6 +5,7 @@ import execrl.telemetry
 
 
 def test_all_names_exist():
+    assert execrl.telemetry.__all__
     for name in execrl.telemetry.__all__:
         assert hasattr(execrl.telemetry, name), name
 

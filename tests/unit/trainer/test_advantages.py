@@ -104,6 +104,7 @@ def test_invalid_rewards_excluded_from_group_statistics():
 def test_group_with_one_valid_sample_gets_zero():
     rewards = torch.tensor([1.0, 0.0, 1.0], dtype=F64)
     valid = torch.tensor([True, False, True])
+    assert len(ADVANTAGE_ESTIMATORS.names()) >= 5
     for name in ADVANTAGE_ESTIMATORS.names():
         adv = ADVANTAGE_ESTIMATORS.get(name)(rewards, torch.tensor([0, 0, 1]), valid, eps=1e-6)
         assert torch.equal(adv, torch.zeros(3, dtype=F64)), name
@@ -111,6 +112,7 @@ def test_group_with_one_valid_sample_gets_zero():
 
 def test_zero_variance_is_exactly_zero_even_with_rounding():
     rewards = torch.full((3,), 0.1, dtype=F64)  # 0.1 * 3 / 3 != 0.1 in floating point
+    assert len(ADVANTAGE_ESTIMATORS.names()) >= 5
     for name in ADVANTAGE_ESTIMATORS.names():
         adv = ADVANTAGE_ESTIMATORS.get(name)(
             rewards, torch.zeros(3, dtype=torch.long), torch.ones(3, dtype=torch.bool), eps=1e-6

@@ -96,6 +96,7 @@ def test_shared_forward_matches_plain_values_and_gradients() -> None:
     # Llama's RMSNorm computes in float32 even in a float64 model, and the shared pass sums the rows'
     # context gradients before that norm's backward instead of after it: agreement is float32-level.
     assert len(shared_grads) == len(plain_grads)
+    assert plain_grads
     for shared, plain in zip(shared_grads, plain_grads, strict=True):
         assert float((shared - plain).norm()) <= 1e-6 * max(float(plain.norm()), 1e-3)
     assert any(float(g.abs().max()) > 1e-3 for g in plain_grads)  # the check is not vacuous

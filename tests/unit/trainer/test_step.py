@@ -206,7 +206,7 @@ def test_config_and_package_import_do_not_import_torch():
 def test_exported_names_resolve():
     import execrl.trainer as trainer
 
-    assert all(getattr(trainer, name) is not None for name in trainer.__all__)
+    assert trainer.__all__ and all(getattr(trainer, name) is not None for name in trainer.__all__)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         trainer.nope  # noqa: B018
 

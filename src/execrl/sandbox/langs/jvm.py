@@ -99,3 +99,35 @@ JAVA_LANGUAGE = register_language(
         ),
     )
 )
+
+# SandboxFusion's ``junit`` mode: the program is a JUnit 5 test class (written as ``<its public
+# class>.java``, ``fusion.py``), compiled against Debian's JUnit console launcher (``junit5``) with the
+# work directory as source path (so classes it uses from the request's files compile too), then run by
+# the launcher scanning the work directory. Plain runs only; the verdict is the launcher's exit status
+# (0 when no test failed, 1 when one did; no test at all is 0, as with SandboxFusion's launcher).
+JUNIT_JAR = "/usr/share/java/junit-platform-console-standalone.jar"
+JUNIT = register_language(
+    Language(
+        "junit",
+        "binary",
+        "Main.java",
+        frozenset(),
+        compile_argv=(*JAVAC, "-cp", f".:{JUNIT_JAR}", "-sourcepath", ".", "-d", ".", "{source}"),
+        run_argv=(
+            "/usr/bin/java",
+            *JVM_FLAGS,
+            "-Xss64m",
+            "-Xmx{memory_mb}m",
+            "-jar",
+            JUNIT_JAR,
+            "--class-path",
+            ".",
+            "--scan-class-path",
+        ),  # fmt: skip
+        compile_timeout_s=30.0,
+        package="junit5",
+        data_files=(JUNIT_JAR,),
+        min_processes=64,
+        min_memory_mb=256,
+    )
+)

@@ -1,4 +1,5 @@
-"""Interpreted languages without a harness of their own: Python (the harness's own interpreter) and Bash."""
+"""Interpreted languages without a harness of their own: Python (the harness's own interpreter), pytest
+(SandboxFusion's mode: Python's test runner on the program) and Bash."""
 
 from __future__ import annotations
 
@@ -6,6 +7,23 @@ from execrl.sandbox.languages import Language, WarmStart, register_language
 
 PYTHON = register_language(
     Language("python", "python", "main.py", frozenset({"code", "call", "io"}), package="python3")
+)
+
+# SandboxFusion's ``pytest`` mode: ``python -m pytest`` on the program (a file of tests and the code they
+# test), in the ``python-data`` runtime, which pins pytest; run in the harness's forked interpreter like
+# any Python program (``child.run_main`` runs the module as ``python -m`` would). Plain runs only; the
+# verdict is pytest's exit status: 0 when every collected test passed, 1 when one failed, 5 when none
+# was collected (a failed run, as on SandboxFusion, whose runner is plain ``pytest FILE``).
+PYTEST = register_language(
+    Language(
+        "pytest",
+        "python",
+        "test_main.py",
+        frozenset(),
+        run_argv=("-m", "pytest", "-p", "no:cacheprovider", "{source}"),
+        package="python3",
+        runtime="python-data",
+    )
 )
 
 # Bash: stdin/stdout tests only (a function-call harness would need a value encoding Bash does not have).

@@ -1,0 +1,229 @@
+"""The pieces a run builds from its ``TrainConfig``: run directory, model, tasks, sandbox, reward, trainer
+and sampling configs.
+
+The recipes build them before their loop (kept out of ``grpo.py`` so the loop itself reads top to bottom
+in one screen, nanochat's ``chat_rl.py``), and the Ray workers build the same policy replica, sandbox and
+reward settings in their own processes, so this module sits below both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from execrl.config import ConfigError, TrainConfig, build, to_toml
+from execrl.rewards import RewardConfig
+from execrl.sandbox import Limits
+from execrl.tasks.schema import Task
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from execrl.rollout.types import SamplingParams
+    from execrl.sandbox import Sandbox
+    from execrl.sandbox.client import ServiceClient
+    from execrl.trainer import TrainerConfig
+
+EMBEDDED_MODEL_NAMES = frozenset({"smollm2-135m-instruct", "default"})
+
+
+def new_run_dir(config: TrainConfig) -> Path:
+    """``output_dir/<name>-<UTC timestamp>``, never reusing an existing directory."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    base = Path(config.run.output_dir) / f"{config.run.name}-{stamp}"
+    path, n = base, 1
+    while path.exists():
+        path, n = base.with_name(f"{base.name}-{n}"), n + 1
+    path.mkdir(parents=True)
+    return path
+
+
+def write_run_files(run_dir: Path, config: TrainConfig) -> None:
+    """Keep the resolved config (what ``--resume`` reads back) and where it ran."""
+    (run_dir / "config.toml").write_text(to_toml(config), encoding="utf-8")
+    info = {"python": platform.python_version(), "host": platform.node(), "pid": os.getpid()}
+    (run_dir / "run_info.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
+
+
+def seed_everything(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def resolve_model_path(name_or_path: str) -> Path:
+    """The embedded SmolLM2 (dequantised once to a cache) or a local Hugging Face directory."""
+    if name_or_path.lower() in EMBEDDED_MODEL_NAMES:
+        from execrl.rollout.models import default_model_dir
+
+        return default_model_dir()
+    path = Path(name_or_path).expanduser()
+    if (path / "model").is_dir() and (path / "model" / "config.json").exists():
+        return path / "model"  # an execrl checkpoint directory: its model subfolder
+    if not (path / "config.json").exists():
+        raise ConfigError(
+            f"model.path={name_or_path!r} is neither 'smollm2-135m-instruct' nor a directory with a "
+            "config.json (a Hugging Face checkpoint or an execrl checkpoint)"
+        )
+    _check_model_config(path / "config.json")
+    return path
+
+
+def _check_model_config(path: Path) -> None:
+    """A model's config.json is a small JSON object; refuse anything else before transformers reads it."""
+    from execrl.inputs import InputFileError, json_value, read_text_file
+
+    try:
+        value = json_value(read_text_file(path, "model config", max_bytes=16 << 20))
+    except InputFileError as exc:
+        raise ConfigError(str(exc)) from None
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: expected a JSON object, got {type(value).__name__}")
+
+
+def load_policy(config: TrainConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
+    import torch
+
+    from execrl.rollout.models import load_model_and_tokenizer
+
+    torch.set_num_threads(config.model.torch_threads)
+    path = resolve_model_path(config.model.path)
+    dtype = torch.float32 if config.model.dtype == "float32" else torch.bfloat16
+    model, tokenizer = load_model_and_tokenizer(path, dtype=dtype)
+    return model, tokenizer, path
+
+
+def load_reference(path: Path, dtype: torch.dtype) -> PreTrainedModel:
+    """A frozen copy of the starting policy, only loaded when ``algorithm.kl_coef > 0``."""
+    from execrl.rollout.models import load_model_and_tokenizer
+
+    model, _ = load_model_and_tokenizer(path, dtype=dtype)
+    model.train(False)  # eval mode (PreTrainedModel.eval is untyped)
+    model.requires_grad_(False)
+    return model
+
+
+def load_suites(
+    names: list[str] | dict[str, float], split: str, max_difficulty: int
+) -> dict[str, list[Task]]:
+    """Tasks of each suite (registered name, or task JSONL path/URL filtered by ``metadata.split``).
+
+    Only tasks with ``difficulty <= max_difficulty`` are kept. HumanEval is refused for training by the
+    suite registry itself (it is an evaluation suite).
+    """
+    from execrl.tasks import load_suite, load_tasks
+    from execrl.tasks.registry import is_task_source
+
+    out: dict[str, list[Task]] = {}
+    for name in names:
+        if is_task_source(name):
+            tasks = [t for t in load_tasks(name) if t.metadata.split == split]
+        else:
+            tasks = load_suite(name, split=split)
+        out[name] = [t for t in tasks if t.metadata.difficulty <= max_difficulty]
+    return out
+
+
+def eval_tasks(config: TrainConfig) -> dict[str, list[Task]]:
+    """The held-out tasks both models are evaluated on: the first N of each eval suite's test split."""
+    suites = load_suites(config.tasks.eval_suites, "test", config.tasks.max_difficulty)
+    return {name: spread(tasks, config.tasks.eval_tasks_per_suite) for name, tasks in suites.items()}
+
+
+def spread(tasks: list[Task], count: int) -> list[Task]:
+    """``count`` tasks taken at even intervals, so every family of an ordered split is represented."""
+    if count >= len(tasks):
+        return list(tasks)
+    return [tasks[i * len(tasks) // count] for i in range(count)]
+
+
+def build_sandbox(config: TrainConfig) -> Sandbox | ServiceClient:
+    """The in-process sandbox, or with ``sandbox.urls`` a client spreading requests over those replicas."""
+    from execrl.sandbox import Sandbox, SandboxConfig
+
+    section = config.sandbox
+    if section.urls:
+        from execrl.sandbox.client import ClientConfig, ServiceClient
+
+        client = build(
+            ClientConfig, section, backoff_s=section.retry_backoff_s,
+            backoff_max_s=max(2.0, section.retry_backoff_s), defaults=("request_timeout_s",),
+        )  # fmt: skip
+        return ServiceClient(client)
+    return Sandbox(build(SandboxConfig, section, defaults=SANDBOX_DEFAULTS))
+
+
+# Settings of the sandbox itself, not knobs of a training run: they keep the sandbox's defaults (a request
+# carries its own limits, from reward_config).
+SANDBOX_DEFAULTS = (
+    "max_concurrency",
+    "limits",
+    "cgroup_root",
+    "seccomp_policy",
+    "warm_start",
+    "max_sessions",
+)
+LIMITS_DEFAULTS = (
+    "max_processes", "max_output_bytes", "max_file_mb", "max_open_files", "workdir_mb", "workdir_inodes",
+    "compile_timeout_s", "max_fetch_file_bytes", "max_fetch_bytes",
+)  # fmt: skip
+
+
+def reward_config(config: TrainConfig) -> RewardConfig:
+    """The reward settings, with the sandbox limits of each execution (``sandbox.timeout_s`` bounds both
+    the wall time and the CPU time of a program)."""
+    limits = build(Limits, config.sandbox, cpu_time_s=config.sandbox.timeout_s, defaults=LIMITS_DEFAULTS)
+    return build(
+        RewardConfig, config.reward, limits=limits, defaults=("use_hidden_tests",),
+        with_audit=config.audit.enabled,  # the reward's runs carry the audit tests (rewards/blind.py)
+    )  # fmt: skip
+
+
+def sampling_params(config: TrainConfig) -> SamplingParams:
+    """Decoding of training rollouts (each generate call gets its own seed from the sampler)."""
+    from execrl.rollout.types import SamplingParams  # the rollout package imports torch
+
+    return build(
+        SamplingParams, config.rollout, defaults=("stop_strings", "stop_token_ids", "ignore_eos", "seed")
+    )
+
+
+def register_extra_verifiers(config: TrainConfig) -> None:
+    """``reward.verifiers = {domain = "module:function"}``: the escape hatch for user verifiers."""
+    from execrl.rewards import register_verifier, resolve_verifier
+    from execrl.rewards.registry import list_verifiers
+
+    known = set(list_verifiers())
+    for domain, path in config.reward.verifiers.items():
+        if domain not in known:
+            register_verifier(domain, resolve_verifier(path))
+
+
+def trainer_config(config: TrainConfig) -> TrainerConfig:
+    """The update's settings from ``[algorithm]``, ``[optim]`` and ``[run]`` (total steps, seed), by name."""
+    from execrl.trainer import TrainerConfig
+
+    return build(
+        TrainerConfig, config.algorithm, config.optim, config.run,
+        advantage_std_eps=config.algorithm.std_eps,
+        logprob_temperature=config.rollout.temperature,  # must equal the sampling temperature (TRL #4159)
+        defaults=TRAINER_DEFAULTS,
+    )  # fmt: skip
+
+
+# TrainerConfig fields the run config does not expose: the update keeps their defaults.
+TRAINER_DEFAULTS = (
+    "adam_beta1", "adam_beta2", "adam_eps", "min_lr_ratio", "optimizer_steps_per_epoch",
+    "loss_sum_norm_length", "loss_sum_norm_by_sequences", "logprob_chunk_tokens",
+)  # fmt: skip

@@ -1,0 +1,125 @@
+"""``[rollout]``, ``[algorithm]``, ``[optim]`` and ``[refine]``: how a step samples, which advantages and
+losses it uses, how the optimizer steps, and the multi-turn recipe's knobs."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from execrl.config.base import Section
+
+MAX_RESAMPLE_ROUNDS = 100  # bound on algorithm.max_resample_rounds (each round is a full generate call)
+
+
+class RolloutSection(Section):
+    """Sampling: the engine, the groups of a step and the decoding of training (and eval) completions."""
+
+    engine: str = Field(
+        "hf", description="hf (shared-prompt decoding where supported) | hf-generic | <yours>"
+    )
+    prompts_per_step: int = Field(4, ge=1, description="tasks drawn per step, one group each")
+    samples_per_prompt: int = Field(8, ge=2, description=">= 2 for group-relative advantages")
+    max_new_tokens: int = Field(96, ge=1, description="most tokens generated per training completion")
+    temperature: float = Field(0.7, gt=0, description="sampling temperature of training rollouts")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling of training rollouts; 1 = off")
+    top_k: int = Field(0, ge=0, description="0 disables top-k")
+    eval_max_new_tokens: int = Field(
+        128, ge=1, description="most tokens generated per completion in the base/trained evaluation"
+    )
+    stream_scoring: bool = Field(
+        False, description="score each group in the sandbox while the engine generates the next one"
+    )
+
+
+class AlgorithmSection(Section):
+    """Advantages, policy loss, KL and entropy terms, DAPO dynamic sampling and the async loop."""
+
+    advantage_estimator: str = Field(
+        "grpo", description="grpo | dr_grpo | rloo | reinforce_pp | gae (PPO with a learned value head)"
+    )
+    gamma: float = Field(1.0, ge=0, le=1, description="PPO/GAE discount")
+    gae_lambda: float = Field(1.0, ge=0, le=1, description="PPO/GAE: lambda of the advantage estimate")
+    value_coef: float = Field(0.5, ge=0, description="PPO: weight of the value loss in the loss")
+    value_clip_eps: float = Field(0.2, gt=0, description="PPO: clip range of the values' change per update")
+    policy_loss: str = Field(
+        "ppo", description="ppo (clipped token ratios) | gspo (sequence ratio) | <yours> (a registered loss)"
+    )
+    loss_aggregation: str = Field(
+        "token-mean",
+        description="token-mean | seq-mean-token-mean | seq-mean-token-sum | seq-mean-token-sum-norm",
+    )
+    std_eps: float = Field(1e-6, gt=0, description="added to a group's reward std before dividing (GRPO)")
+    clip_eps_low: float = Field(0.2, gt=0, description="the clipped ratio's lower bound is 1 - this")
+    clip_eps_high: float = Field(
+        0.28, gt=0, description="the clipped ratio's upper bound is 1 + this (DAPO clip-higher)"
+    )
+    clip_ratio_c: float = Field(3.0, gt=1, description="dual clip: the ratio's bound for negative advantages")
+    kl_coef: float = Field(0.0, ge=0, description="0 = no reference model is loaded or run")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field(
+        "k3", description="KL to the reference: k1 (log ratio) | k2 | k3 (low variance)"
+    )
+    kl_in_reward: bool = Field(False, description="fold the KL into the token rewards instead of the loss")
+    entropy_coef: float = Field(0.0, ge=0, description="weight of the entropy bonus; 0 = off")
+    dynamic_sampling: bool = Field(False, description="DAPO: replace zero-variance groups by resampling")
+    async_steps: int = Field(
+        0, ge=0, le=1, description="1: rollout of step t+1 runs while step t trains (one-step-off); 0: serial"
+    )
+    offpolicy_is_cap: float = Field(
+        2.0, ge=1, description="async: truncate the behaviour importance weight pi_prox/mu at this value"
+    )
+    max_resample_rounds: int = Field(
+        3, ge=0, le=MAX_RESAMPLE_ROUNDS, description="extra sampling rounds per step for dynamic_sampling"
+    )
+
+    @property
+    def learns_values(self) -> bool:
+        """PPO: the advantages come from a learned value head (``execrl.trainer.learns_values``)."""
+        from execrl.trainer.config import learns_values
+
+        return learns_values(self.advantage_estimator)
+
+
+class OptimSection(Section):
+    """AdamW, its learning-rate schedule, and the update's passes and micro-batches."""
+
+    learning_rate: float = Field(2e-5, gt=0, description="AdamW learning rate after warm-up")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay (every parameter)")
+    warmup_steps: int = Field(1, ge=0, description="steps of linear learning-rate warm-up")
+    lr_schedule: Literal["constant", "linear", "cosine"] = Field(
+        "constant", description="after warm-up: constant, or a linear/cosine decay to 0 at run.total_steps"
+    )
+    max_grad_norm: float = Field(1.0, gt=0, description="clip the gradient's norm to this")
+    ppo_epochs: int = Field(
+        1, ge=1, description="passes over each rollout batch (> 1: old log-probs recomputed)"
+    )
+    tokens_per_microbatch: int = Field(
+        4096, ge=16, description="padded tokens (rows x width) per forward/backward; gradients accumulate"
+    )
+    share_prompt_forward: bool = Field(
+        True,
+        description="compute each prompt once per micro-batch in the update (exact; execrl.trainer.prefix)",
+    )
+
+
+class RefineSection(Section):
+    """Multi-turn RL on execution feedback (``recipes/refine_rl.py``, RLEF-style).
+
+    The multi-turn fields only mean something with ``max_turns > 1``; set with ``max_turns = 1`` they
+    would be silently ignored, so ``TrainConfig`` refuses that (and the loop features the multi-turn
+    recipe does not run: PPO's value head, async or streamed rollouts, DAPO dynamic sampling).
+    """
+
+    max_turns: int = Field(
+        1, ge=1, le=8, description="model turns per episode; 1 = single-turn GRPO, > 1 = multi-turn refine RL"
+    )
+    feedback: Literal["pass_fail", "names", "details"] = Field(
+        "details", description="what the model sees after a failed turn (execrl.refine.feedback)"
+    )
+    invalid_turn_penalty: float = Field(
+        0.0, ge=0, le=1, description="reward subtracted per turn without valid code (no code, syntax error)"
+    )
+
+    @property
+    def multi_turn(self) -> bool:
+        return self.max_turns > 1

@@ -1,0 +1,106 @@
+"""Reading a run config: a TOML file (optional) plus ``key=value`` overrides, validated into ``TrainConfig``.
+
+Why pydantic here and dataclasses elsewhere: a config file is an edge where users make mistakes, so every
+field is checked and an error names the key and what to set (``rollout.samples_per_prompt: must be >= 2
+for group-relative advantages; set rollout.samples_per_prompt=4``).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from execrl.config.base import ConfigError
+from execrl.config.train import TrainConfig
+from execrl.inputs import InputFileError, read_text_file
+
+_CONFIG_MAX_BYTES = 1 << 20
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``a.b=value`` -> (["a", "b"], value); the value is read as TOML, else kept as a string."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} must look like section.key=value")
+    key, raw = item.split("=", 1)
+    path = key.strip().split(".")
+    if not all(path):
+        raise ConfigError(f"override {item!r} has an empty key part")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return path, value
+
+
+def _apply(data: dict[str, Any], path: list[str], value: Any) -> None:
+    node = data
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {'.'.join(path)}: {part} is not a section")
+    node[path[-1]] = value
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """Read a TOML file (optional), apply overrides, validate. Errors name the key and what to set."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(read_text_file(path, "config file", max_bytes=_CONFIG_MAX_BYTES))
+        except InputFileError as exc:
+            raise ConfigError(str(exc)) from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+        except RecursionError:
+            raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
+    for item in overrides:
+        key_path, value = parse_override(item)
+        _apply(data, key_path, value)
+    return validate_config(data, source=str(path) if path else "overrides")
+
+
+def validate_config(data: dict[str, Any], *, source: str = "config") -> TrainConfig:
+    bad_key = surrogate_key(data, "")
+    if bad_key is not None:
+        raise ConfigError(f"{source}: {bad_key}: not valid Unicode text (a lone surrogate); use UTF-8")
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            hint = (
+                "unknown key; check the spelling with --print-config"
+                if err["type"] == "extra_forbidden"
+                else err["msg"].removeprefix("Value error, ")
+            )
+            # A check across sections (no key of its own) names the keys in its message already.
+            lines.append(
+                f"{key}: {hint} (got {_short(err.get('input'))}); set it as {key}=VALUE" if key else hint
+            )
+        if len(lines) == 1:
+            raise ConfigError(f"{source}: invalid configuration: {lines[0]}") from exc
+        text = "\n".join(f"  {line}" for line in lines)
+        raise ConfigError(f"{source}: invalid configuration:\n{text}") from exc
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def surrogate_key(value: Any, path: str) -> str | None:
+    """The dotted key of the first string holding a lone surrogate (undecodable bytes from argv)."""
+    if isinstance(value, str):
+        return path if any(0xD800 <= ord(c) <= 0xDFFF for c in value) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and surrogate_key(key, path) is not None:
+            return f"{path}.{key}".lstrip(".")
+        found = surrogate_key(item, f"{path}.{key}".lstrip("."))
+        if found is not None:
+            return found
+    return None

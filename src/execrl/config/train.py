@@ -1,0 +1,90 @@
+"""``TrainConfig``: the whole run config, one section per ``[table]``, and the checks across sections."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from execrl.config.algorithm import AlgorithmSection, OptimSection, RefineSection, RolloutSection
+from execrl.config.base import Section
+from execrl.config.infra import ExecutorSection, TelemetrySection
+from execrl.config.run import CheckpointSection, ModelSection, RunSection
+from execrl.config.scoring import AuditSection, EvalSection, RewardSection, SandboxSection
+from execrl.config.tasks import SchedulerSection, TaskSection
+
+
+class TrainConfig(Section):
+    """Everything ``execrl train`` reads; the defaults are the README's main job."""
+
+    run: RunSection = Field(default_factory=RunSection, description="name, directory, seed, steps, budget")
+    model: ModelSection = Field(default_factory=ModelSection, description="the starting policy")
+    tasks: TaskSection = Field(default_factory=TaskSection, description="training mixture and eval suites")
+    rollout: RolloutSection = Field(default_factory=RolloutSection, description="sampling each step's groups")
+    algorithm: AlgorithmSection = Field(
+        default_factory=AlgorithmSection, description="advantages, policy loss, KL, DAPO, async"
+    )
+    optim: OptimSection = Field(default_factory=OptimSection, description="AdamW, LR schedule, micro-batches")
+    reward: RewardSection = Field(default_factory=RewardSection, description="outcomes -> rewards")
+    sandbox: SandboxSection = Field(default_factory=SandboxSection, description="where programs run")
+    telemetry: TelemetrySection = Field(default_factory=TelemetrySection, description="metric sinks, alarms")
+    checkpoint: CheckpointSection = Field(default_factory=CheckpointSection, description="checkpoints")
+    eval: EvalSection = Field(default_factory=EvalSection, description="base vs trained evaluation")
+    audit: AuditSection = Field(
+        default_factory=AuditSection, description="held-back tests on passing samples"
+    )
+    scheduler: SchedulerSection = Field(default_factory=SchedulerSection, description="task draws per step")
+    refine: RefineSection = Field(default_factory=RefineSection, description="multi-turn refine RL")
+    executor: ExecutorSection = Field(default_factory=ExecutorSection, description="in-process or Ray")
+
+    @model_validator(mode="after")
+    def _ray_staleness_covers_the_loop(self) -> TrainConfig:
+        executor = self.executor
+        if executor.kind == "ray" and self.algorithm.async_steps > executor.max_weight_staleness:
+            raise ValueError(
+                f"algorithm.async_steps={self.algorithm.async_steps} samples each step with weights "
+                f"{self.algorithm.async_steps} update(s) old, beyond executor.max_weight_staleness="
+                f"{executor.max_weight_staleness}; set executor.max_weight_staleness="
+                f"{self.algorithm.async_steps} (or more)"
+            )
+        if executor.kind == "ray" and self.refine.max_turns > 1:
+            raise ValueError(
+                "executor.kind=ray does not run the multi-turn refine recipe; use executor.kind=inprocess"
+            )
+        return self
+
+    @property
+    def sequences_per_step(self) -> int:
+        return self.rollout.prompts_per_step * self.rollout.samples_per_prompt
+
+    @model_validator(mode="after")
+    def _refine_settings_apply(self) -> TrainConfig:
+        """Refuse what the multi-turn recipe would ignore; each message says what to set."""
+        refine = self.refine
+        if not refine.multi_turn:
+            unused = [
+                f"refine.{key}={value!r}"
+                for key, value in (
+                    ("feedback", refine.feedback),
+                    ("invalid_turn_penalty", refine.invalid_turn_penalty),
+                )
+                if value != RefineSection.model_fields[key].default
+            ]
+            if unused:
+                raise ValueError(
+                    f"{', '.join(unused)}: used only by multi-turn refine RL; set refine.max_turns >= 2 "
+                    "or remove them"
+                )
+            return self
+        alg = self.algorithm
+        refused = {
+            "algorithm.advantage_estimator=gae (PPO's value head)": alg.learns_values,
+            "algorithm.async_steps > 0": alg.async_steps > 0,
+            "rollout.stream_scoring=true": self.rollout.stream_scoring,
+            "algorithm.dynamic_sampling=true": alg.dynamic_sampling,
+        }
+        bad = [what for what, on in refused.items() if on]
+        if bad:
+            raise ValueError(
+                f"refine.max_turns={refine.max_turns} (multi-turn refine RL) does not run {', '.join(bad)}; "
+                "turn them off, or set refine.max_turns=1 for the single-turn loop"
+            )
+        return self

@@ -1,0 +1,335 @@
+"""``Session`` and ``SessionTemplate``: persistent interpreters in the sandbox's jail, for tool calls.
+
+    from execrl.sandbox import Sandbox, SessionLimits
+    with Sandbox() as sandbox:
+        with sandbox.open_session(limits=SessionLimits(cell_timeout_s=5)) as session:
+            session.run("import math; r = 3")
+            session.run("math.pi * r ** 2").value          # '28.274333882308138'
+        template = sandbox.open_template(setup=["import json", "data = list(range(10**6))"])
+        forks = template.fork(8)                             # each continues from the setup, isolated
+        [fork.run("sum(data)").value for fork in forks]
+        template.close()                                     # it lives on until its last fork closes
+
+A ``Session`` runs untrusted cells (a model's); it never forks (``fork`` raises ``SessionForkError``:
+a process that ran untrusted code may have replaced anything a fork would run, so isolation between
+copies of it could not be guaranteed). A ``SessionTemplate`` runs *trusted* setup cells only (a task's
+own code: they run with the template's privileges, see ``forking.py``) and forks into sessions that
+are as isolated from each other as independent sandboxes. Both are thread-safe (one cell at a time)
+and have async twins (``arun``, ``afork``). A cell's failure, limit or crash is a ``CellResult`` (the
+table in ``types.py``), never an exception; only misuse (a closed session, a refused fork) and the
+sandbox itself failing raise.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from execrl.sandbox.pool import WorkerPool
+from execrl.sandbox.sessions import driver
+from execrl.sandbox.sessions.judge import ended_answer, judge_cell, refused_cell
+from execrl.sandbox.sessions.types import (
+    CellResult,
+    SessionClosedError,
+    SessionError,
+    SessionForkError,
+    SessionLimits,
+    SessionStats,
+)
+from execrl.sandbox.types import Verdict
+
+if TYPE_CHECKING:
+    from execrl.sandbox.sessions.manager import SessionManager
+
+__all__ = ["Session"]
+
+
+class _SessionBase:
+    """The cell loop, ending and closing, shared by sessions, templates and forks."""
+
+    kind = "session"
+
+    def __init__(
+        self, manager: SessionManager, pool: WorkerPool, endpoint: driver.Endpoint, limits: SessionLimits,
+        *, cells_before: int = 0, end_of_life: float | None = None,
+    ) -> None:  # fmt: skip
+        self.id = uuid.uuid4().hex
+        self.limits = limits
+        self._manager = manager
+        self._pool = pool
+        self._endpoint = endpoint
+        self._lock = threading.RLock()
+        self._index = cells_before  # cells numbered across a template and its forks
+        self._cells = 0
+        self._created = time.monotonic()
+        self._last = self._created
+        self._end_of_life = end_of_life if end_of_life is not None else self._created + limits.lifetime_s
+        self._cpu_s = 0.0
+        self._peak_mb = 0.0
+        self._ending: CellResult | None = None  # how the session ended (answered to later cells)
+        self._ended_at = 0.0
+        self._closed = False
+        self._released = False
+
+    # -- public ----------------------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._ending is None and not self._closed
+
+    @property
+    def cells_run(self) -> int:
+        return self._cells
+
+    def ended_for(self, now: float) -> float:
+        """Seconds since the session ended (0 while it is alive)."""
+        return now - self._ended_at if self._ending is not None else 0.0
+
+    def stats(self) -> SessionStats:
+        with self._lock:
+            memory = 0.0
+            if self._endpoint.slot is not None and not self._released:
+                memory = self._endpoint.slot.memory_mb()
+            now = time.monotonic()
+            ended = "closed" if self._closed else (self._ending.message if self._ending else "")
+            return SessionStats(
+                self.id, self.kind, self.alive, self._cells, self._cpu_s, memory, self._peak_mb,
+                now - self._created, now - self._last, ended,
+            )  # fmt: skip
+
+    def read_files(
+        self, paths: Sequence[str], *, max_file_bytes: int = 4 << 20, max_bytes: int = 16 << 20
+    ) -> tuple[dict[str, bytes], dict[str, str]]:
+        """Files of the work directory, as ``fetch_files`` reads them (``workfiles``: regular files
+        only, no link followed): ``(contents, why each other path was not returned)``."""
+        with self._lock:
+            self._check_open()
+            if self._ending is not None:
+                return {}, {path: f"the session ended: {self._ending.message}" for path in paths}
+            wanted = list(paths)
+            budget = driver.CellBudget(
+                30.0, 30.0, 4 * max_bytes // 3 + 4096, self._cpu_left(), self._end_of_life
+            )
+            message = {
+                "op": "fetch",
+                "paths": wanted,
+                "max_file_bytes": max_file_bytes,
+                "max_bytes": max_bytes,
+            }
+            out = self._endpoint.exchange(message, budget, _fetch_answer(wanted))
+            self._account(out)
+            if out.record is None:
+                self._end_from(out, self._index)
+                return {}, {path: "the session ended while reading it" for path in wanted}
+            return _files_from(out.records)
+
+    def close(self) -> None:
+        """End the session: its processes are killed, its slot is freed. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._release()
+        self._manager.forget(self)
+
+    async def aclose(self) -> None:
+        await self._manager.in_thread(self.close)
+
+    def __enter__(self) -> _SessionBase:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- the cell loop ---------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError(f"{self.kind} {self.id} is closed")
+
+    def _cpu_left(self) -> float:
+        return self.limits.cpu_time_s - self._cpu_s
+
+    def _run(self, code: str, timeout_s: float | None, cpu_time_s: float | None) -> CellResult:
+        if not isinstance(code, str):
+            raise SessionError(f"code must be a str, got {type(code).__name__}")
+        with self._lock:
+            self._check_open()
+            index = self._index + 1
+            if self._ending is not None:
+                return ended_answer(self._ending, index)
+            if self._cells >= self.limits.max_cells:
+                self._end(
+                    refused_cell(index, "max_cells", f"the session ran its {self.limits.max_cells} cells")
+                )
+                return self._ending  # type: ignore[return-value]
+            self._index = index
+            self._cells += 1
+            budget = driver.CellBudget(
+                timeout_s=min(timeout_s or self.limits.cell_timeout_s, self.limits.cell_timeout_s),
+                cpu_s=min(cpu_time_s or self.limits.cell_cpu_time_s, self.limits.cell_cpu_time_s),
+                max_output_bytes=self.limits.max_output_bytes,
+                session_cpu_left_s=self._cpu_left(),
+                end_of_life=self._end_of_life,
+            )
+            message = {"op": "cell", "i": index, "code": code, "max_repr": self.limits.max_output_bytes}
+            out = self._endpoint.exchange(message, budget, _cell_answer(index))
+            self._account(out)
+            ended = out.dead or out.killed is not None
+            status = self._endpoint.wait_status(driver.EXIT_REPORT_S) if ended else None
+            result = judge_cell(out, index, status, self._exit_unknown())
+            if not result.session_alive:
+                self._end(result)
+            self._last = time.monotonic()
+            return result
+
+    def _account(self, out: driver.Outcome) -> None:
+        self._cpu_s += out.cpu_s
+        if self._endpoint.slot is not None:
+            self._peak_mb = max(self._peak_mb, self._endpoint.slot.stats().peak_memory_mb)
+
+    def _exit_unknown(self) -> str:
+        """What an unknown exit status means for this kind (a fork's comes from its template)."""
+        return "the sandbox's pid 1 ended without an exit status"
+
+    def _end(self, result: CellResult) -> None:
+        """The session ended (a cell's result says how): kill what is left and free the slot."""
+        if self._ending is None:
+            self._ending = result
+            self._ended_at = time.monotonic()
+        self._release()
+
+    def _end_from(self, out: driver.Outcome, index: int) -> None:
+        status = self._endpoint.wait_status(driver.EXIT_REPORT_S)
+        self._end(judge_cell(out, index, status, self._exit_unknown()))
+
+    def _release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._pool.release(self._endpoint.worker)
+
+    # -- the manager's watchdog ------------------------------------------------------------------------
+    def watch(self, now: float) -> None:
+        """End the session if it died, ran past its lifetime, its CPU or its idle time while no cell
+        runs (called by the manager's thread; a running cell enforces these itself)."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            if self._ending is not None or self._closed:
+                return
+            index = self._index + 1
+            if self._endpoint.ended():
+                out = driver.Outcome(dead=True, oom=self._endpoint.stats().oom_kills > 0)
+                self._end_from(out, self._index)
+            elif now >= self._end_of_life:
+                self._end(
+                    refused_cell(
+                        index,
+                        "lifetime_s",
+                        f"the session reached its lifetime ({self.limits.lifetime_s:g} s)",
+                        Verdict.TIME_LIMIT,
+                    )
+                )
+            elif self._idle_applies() and now - self._last >= self.limits.idle_timeout_s:
+                self._end(
+                    refused_cell(
+                        index,
+                        "idle_timeout_s",
+                        f"the session was idle for {self.limits.idle_timeout_s:g} s",
+                        Verdict.TIME_LIMIT,
+                    )
+                )
+            elif (
+                self._endpoint.slot is not None and self._endpoint.slot.cpu_time_s() > self.limits.cpu_time_s
+            ):
+                self._end(
+                    refused_cell(
+                        index,
+                        "cpu_time_s",
+                        f"the session used its {self.limits.cpu_time_s:g} s of CPU",
+                        Verdict.TIME_LIMIT,
+                    )
+                )
+        finally:
+            self._lock.release()
+
+    def _idle_applies(self) -> bool:
+        return True
+
+
+class Session(_SessionBase):
+    """A persistent Python interpreter in the sandbox's jail, for untrusted cells (``Sandbox.open_session``
+    or ``SessionTemplate.fork``). Globals, imports and files persist between cells."""
+
+    def run(
+        self, code: str, *, timeout_s: float | None = None, cpu_time_s: float | None = None
+    ) -> CellResult:
+        """Run one cell. ``timeout_s``/``cpu_time_s`` may lower this cell's limits (never raise them)."""
+        return self._run(code, timeout_s, cpu_time_s)
+
+    async def arun(
+        self, code: str, *, timeout_s: float | None = None, cpu_time_s: float | None = None
+    ) -> CellResult:
+        return await self._manager.in_thread(self._run, code, timeout_s, cpu_time_s)
+
+    def fork(self, n: int) -> list[Session]:
+        """Always refused: a session that may have run untrusted cells cannot be copied with isolation
+        the kernel still guarantees (its code, ``os.fork`` and every hook may have been replaced)."""
+        raise SessionForkError(
+            f"session {self.id} cannot fork: only a SessionTemplate (Sandbox.open_template), which runs "
+            "trusted setup cells only, forks; run the shared setup there and fork it instead"
+        )
+
+
+def _cell_answer(index: int) -> Any:
+    def answer(record: dict[str, Any]) -> str:
+        return "done" if record.get("kind") == "cell" and record.get("i") == index else "bad"
+
+    return answer
+
+
+def _fetch_answer(paths: list[str]) -> Any:
+    left = list(paths)
+
+    def answer(record: dict[str, Any]) -> str:
+        if record.get("kind") == "fetched" and not left:
+            return "done"
+        if record.get("kind") == "file" and left and record.get("path") == left[0]:
+            left.pop(0)
+            return "more"
+        return "bad"
+
+    return answer
+
+
+def _files_from(records: list[dict[str, Any]]) -> tuple[dict[str, bytes], dict[str, str]]:
+    files: dict[str, bytes] = {}
+    errors: dict[str, str] = {}
+    for record in records:
+        if record.get("kind") != "file":
+            continue
+        path, data = str(record["path"]), record.get("data")
+        if isinstance(data, str):
+            try:
+                files[path] = base64.b64decode(data, validate=True)
+                continue
+            except ValueError:
+                errors[path] = "the session returned it garbled"
+                continue
+        errors[path] = str(record.get("error") or "not returned")[:500]
+    return files, errors
+
+
+def encode_files(files: Mapping[str, str | bytes]) -> dict[str, Any]:
+    """A session's files as its ``open`` line carries them (text as is, bytes as base64)."""
+    return {
+        "files": {path: data for path, data in files.items() if isinstance(data, str)},
+        "files_b64": {
+            path: base64.b64encode(data).decode() for path, data in files.items() if isinstance(data, bytes)
+        },
+    }

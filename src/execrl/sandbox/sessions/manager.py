@@ -1,0 +1,311 @@
+"""Every session of one ``Sandbox``: their worker pools, their registry, a watchdog, and opening them.
+
+Sessions live in pools of their own (one per Python runtime, started on the first session that needs
+it), so a sandbox that never opens a session pays nothing, and sessions never take a slot from the
+pool that runs requests. Each pool has ``SandboxConfig.max_sessions`` slots (a slot is one cgroup set
+and one uid: a session, a template and each fork take one). A watchdog thread ends sessions that died,
+or passed their lifetime, CPU or idle time while no cell ran; ``close`` kills every session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from execrl.sandbox.errors import InvalidRequestError, SandboxFailure, UnsupportedHostError
+from execrl.sandbox.pool import Worker, WorkerPool
+from execrl.sandbox.runtimes import DEFAULT_RUNTIME, resolve_runtime
+from execrl.sandbox.sessions import driver
+from execrl.sandbox.sessions.api import Session, _SessionBase, encode_files
+from execrl.sandbox.sessions.template import SessionTemplate
+from execrl.sandbox.sessions.types import CellResult, SessionClosedError, SessionLimits
+from execrl.sandbox.types import Limits, work_path_problems, workdir_space_problems
+
+__all__ = ["PendingFork", "SessionManager"]
+
+T = TypeVar("T")
+WATCH_INTERVAL_S = 0.1
+SLOT_TIMEOUT_S = 5.0
+FORGET_AFTER_S = 600.0  # an ended session nobody closed is forgotten this long after it ended
+
+
+class SessionManager:
+    """The sessions of one sandbox. ``isolate``/``cgroup_root``/``seccomp_policy`` are the sandbox's."""
+
+    def __init__(
+        self, *, max_sessions: int, cgroup_root: Path | None, seccomp_policy: str, isolate: bool
+    ) -> None:
+        if not isolate:
+            raise UnsupportedHostError(
+                "sessions need the namespace backend (SandboxConfig(backend='namespace'))"
+            )
+        self.max_sessions = max_sessions
+        self._cgroup_root = cgroup_root
+        self._seccomp_policy = seccomp_policy
+        self._pools: dict[str, WorkerPool] = {}
+        self._sessions: dict[str, _SessionBase] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._executor = ThreadPoolExecutor(
+            max_workers=max(4, max_sessions), thread_name_prefix="execrl-session"
+        )
+        self._stop = threading.Event()
+        self._watchdog = threading.Thread(target=self._watch, name="execrl-session-watchdog", daemon=True)
+        self._watchdog.start()
+
+    # -- opening ---------------------------------------------------------------------------------------
+    def open_session(
+        self, *, runtime: str | None = None, limits: SessionLimits | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+    ) -> Session:  # fmt: skip
+        limits = limits or SessionLimits()
+        pool, endpoint = self._start("session", runtime, limits, files or {})
+        session = Session(self, pool, endpoint, limits)
+        self.adopt([session])
+        return session
+
+    def open_template(
+        self, *, setup: Sequence[str] = (), runtime: str | None = None, limits: SessionLimits | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+    ) -> tuple[SessionTemplate, list[CellResult]]:  # fmt: skip
+        """A template and the results of its ``setup`` cells, run in order (all of them, even after one
+        fails: read the results)."""
+        limits = limits or SessionLimits()
+        pool, endpoint = self._start("template", runtime, limits, files or {})
+        template = SessionTemplate(self, pool, endpoint, limits)
+        self.adopt([template])
+        try:
+            results = [template.run_setup(code) for code in setup]
+        except BaseException:
+            template.close()
+            raise
+        return template, results
+
+    def _start(
+        self, role: str, runtime: str | None, limits: SessionLimits, files: Mapping[str, str | bytes]
+    ) -> tuple[WorkerPool, driver.Endpoint]:
+        if not isinstance(limits, SessionLimits):
+            raise InvalidRequestError(f"limits must be a SessionLimits, got {type(limits).__name__}")
+        _check_files(files, limits)
+        pool = self._pool(runtime)
+        worker = pool.spawn_dedicated((limits.workdir_mb, limits.workdir_inodes), role, SLOT_TIMEOUT_S)
+        slot = pool.slot(worker)
+        try:
+            if slot is not None:
+                slot.set_limits(memory_mb=limits.memory_mb, max_processes=limits.max_processes + 2)
+            endpoint = driver.Endpoint(worker, slot, _zygote_status(pool, worker))
+            opening = {"op": "open", "limits": limits.jail_limits(), **encode_files(files)}
+            _write_line(worker, opening)
+            endpoint.wait_ready()
+        except BaseException:
+            pool.release(worker)
+            raise
+        if slot is not None:
+            slot.reset()
+        return pool, endpoint
+
+    def _pool(self, runtime: str | None) -> WorkerPool:
+        name = runtime or DEFAULT_RUNTIME
+        resolved = resolve_runtime("python", runtime)
+        with self._lock:
+            if self._closed:
+                raise SessionClosedError("the sandbox is closed")
+            if name not in self._pools:
+                self._pools[name] = WorkerPool(
+                    workers=0,
+                    slots=self.max_sessions,
+                    default_key=(Limits().workdir_mb, Limits().workdir_inodes),
+                    isolate=True,
+                    cgroup_root=self._cgroup_root,
+                    seccomp_policy=self._seccomp_policy,
+                    warm_start=False,
+                    packages_dir=resolved.packages_dir,
+                    preload=resolved.preload,
+                )
+            return self._pools[name]
+
+    # -- registry --------------------------------------------------------------------------------------
+    def adopt(self, sessions: Iterable[_SessionBase]) -> None:
+        with self._lock:
+            for session in sessions:
+                self._sessions[session.id] = session
+
+    def forget(self, session: _SessionBase) -> None:
+        with self._lock:
+            self._sessions.pop(session.id, None)
+
+    def get(self, session_id: str) -> _SessionBase | None:
+        with self._lock:
+            return self._sessions.get(session_id)
+
+    def count(self, *, alive_only: bool = False) -> int:
+        with self._lock:
+            return sum(1 for s in self._sessions.values() if s.alive or not alive_only)
+
+    def pools(self) -> list[WorkerPool]:
+        with self._lock:
+            return list(self._pools.values())
+
+    async def in_thread(self, function: Callable[..., T], *args: Any) -> T:
+        """Run a blocking session call on the manager's threads (the async twins)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(function, *args))
+
+    # -- watchdog and shutdown -------------------------------------------------------------------------
+    def _watch(self) -> None:
+        while not self._stop.wait(WATCH_INTERVAL_S):
+            with self._lock:
+                sessions = list(self._sessions.values())
+            now = time.monotonic()
+            for session in sessions:
+                session.watch(now)
+                if session.ended_for(now) > max(FORGET_AFTER_S, session.limits.idle_timeout_s):
+                    session.close()  # nobody asked for its ending: forget it (its slot is long free)
+
+    def close(self) -> None:
+        """Kill every session (forks first, then templates) and stop the session pools."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            sessions = sorted(self._sessions.values(), key=lambda s: s.kind == "template")
+        self._stop.set()
+        self._watchdog.join(timeout=5)
+        for session in sessions:
+            with contextlib.suppress(SessionClosedError):
+                session.close()
+        for session in sessions:
+            session._release()  # a template whose forks were not all closed
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        for pool in self._pools.values():
+            pool.close()
+
+
+def _check_files(files: Mapping[str, str | bytes], limits: SessionLimits) -> None:
+    if not isinstance(files, Mapping) or not all(isinstance(v, str | bytes) for v in files.values()):
+        raise InvalidRequestError("files must map relative paths to str or bytes")
+    space = Limits(workdir_mb=limits.workdir_mb, workdir_inodes=limits.workdir_inodes)
+    problems = work_path_problems(list(files), None) or workdir_space_problems(files, " ", space)
+    if problems:
+        raise InvalidRequestError("; ".join(f"{field}: {message}" for field, message in problems))
+
+
+def _zygote_status(pool: WorkerPool, worker: Worker) -> Callable[[float], int | None]:
+    def wait_status(timeout_s: float) -> int | None:
+        ended = pool.wait_exit(worker, timeout_s)
+        return ended.status if ended is not None else None
+
+    return wait_status
+
+
+def _write_line(worker: Worker, message: dict[str, Any]) -> None:
+    """One line to a sandbox that is starting (blocking: its pid 1 reads it whole before anything else)."""
+    data = memoryview(json.dumps(message).encode() + b"\n")
+    os.set_blocking(worker.job_w, True)
+    try:
+        while data:
+            data = data[os.write(worker.job_w, data) :]
+    except BrokenPipeError as exc:
+        raise SandboxFailure("the session sandbox exited before reading its set-up") from exc
+
+
+def _host_pid(pidfd: int) -> int:
+    """The pid (in this process's pid namespace) of the process ``pidfd`` refers to."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as fh:
+        for line in fh:
+            if line.startswith("Pid:"):
+                pid = int(line.split()[1])
+                if pid > 0:
+                    return pid
+    raise SandboxFailure("the fork ended before the parent could move it into its cgroups")
+
+
+class PendingFork:
+    """The parent's part of one fork: a slot and four pipes, the request to the template (with the
+    child's ends), then (``finish``) the fork's pidfd back, the move into the slot's cgroups and the
+    ``go``. Requests for all forks of a call are sent before the first reply is read, so the template
+    clones one while the parent moves the previous into its cgroups."""
+
+    def __init__(self, pool: WorkerPool, limits: SessionLimits, index: int) -> None:
+        self.pool = pool
+        self.limits = limits
+        self.index = index
+        self.slot = pool.take_slot(SLOT_TIMEOUT_S)
+        self.cgroup = pool.cgroups.slots[self.slot] if pool.cgroups is not None else None
+        pipes = [os.pipe() for _ in range(4)]  # job, result, stdout, stderr
+        self.ours = [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
+        self.theirs = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
+        self.pidfd = -1
+        self.sent = False
+        self.answered = False
+        self.worker: Worker | None = None
+
+    def send(self, control: socket.socket) -> None:
+        limits = self.limits
+        if self.cgroup is not None:
+            self.cgroup.set_limits(memory_mb=limits.memory_mb, max_processes=limits.max_processes + 2)
+        child = {
+            "uid": self.pool.uid_base + self.slot, "slot": self.slot, "workdir_mb": limits.workdir_mb,
+            "workdir_inodes": limits.workdir_inodes, "limits": limits.jail_limits(),
+        }  # fmt: skip
+        message = json.dumps({"op": "fork", "i": self.index, "child": child}).encode()
+        socket.send_fds(control, [message], self.theirs)
+        self.sent = True
+        self._close(self.theirs)
+        self.theirs = []
+
+    def finish(self, reply: Callable[[], tuple[dict[str, Any], list[int]]]) -> tuple[Worker, int]:
+        """Returns the fork as a ``Worker`` (for ``pool.release``) and its pid in the template's
+        namespace (the key of its exit status)."""
+        answer, fds = reply()
+        self.answered = True
+        if answer.get("op") != "forked" or len(fds) != 1:
+            self._close(fds)
+            raise SandboxFailure(f"the template could not fork: {answer.get('error', answer)}")
+        self.pidfd = fds[0]
+        try:
+            host_pid = _host_pid(self.pidfd)
+            if self.cgroup is not None:
+                self.cgroup.attach(host_pid)
+            os.write(self.ours[0], b"go\n")
+        except OSError as exc:
+            raise SandboxFailure(f"the fork ended before it was moved into its cgroups: {exc}") from exc
+        key = (self.limits.workdir_mb, self.limits.workdir_inodes)
+        job_w, res_r, out_r, err_r = self.ours
+        self.worker = Worker(0, host_pid, key, self.slot, job_w, res_r, out_r, err_r, self.pidfd)
+        return self.worker, int(answer["pid"])
+
+    def abandon(self, reply: Callable[[float], tuple[dict[str, Any], list[int]]]) -> None:
+        """Undo: kill the fork if it exists (by its pidfd: it may still be in the template's cgroup),
+        close the pipes and give the slot back. A request sent but not answered yet has its answer read
+        here, so that the next fork call never reads a stale one."""
+        if self.worker is not None:
+            self.pool.release(self.worker)
+            return
+        if self.sent and not self.answered:
+            with contextlib.suppress(SandboxFailure):
+                _, fds = reply(5.0)
+                self.pidfd = fds[0] if fds else -1
+                self._close(fds[1:])
+        if self.pidfd >= 0:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        self._close([*self.ours, *self.theirs, *([self.pidfd] if self.pidfd >= 0 else [])])
+        self.pool.return_slot(self.slot)
+
+    @staticmethod
+    def _close(fds: list[int]) -> None:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
