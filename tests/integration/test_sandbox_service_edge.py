@@ -270,3 +270,35 @@ def test_a_charset_other_than_utf8_is_a_415(server: str) -> None:
     headers = {"Content-Type": "application/json; charset=latin-1"}
     status, body = _post(f"{server}/v1/execute", _program(), headers=headers)
     assert status == 415 and _field(body) == "Content-Type" and "charset" in body["error"]
+
+
+@pytest.mark.parametrize(
+    ("path", "raw", "headers", "status", "field"),
+    [
+        ("/v1/sessions", f'{{"limits": {{"cell_timeout_s": {DIGITS_5000}}}}}', {}, 422, "limits.cell_timeout_s"),
+        ("/v1/sessions", '{"setup": ["a\\ud800"]}', {}, 422, "setup[0]"),
+        ("/run_jupyter", f'{{"cells": ["1"], "kernel": "python3", "cell_timeout": {DIGITS_5000}}}', {}, 422, "cell_timeout"),
+        ("/v1/sessions", "{}", {"Origin": "https://evil.example", "Content-Type": "text/plain"}, 403, "Origin"),
+        ("/v1/sessions", "{}", {"Content-Type": "application/json; charset=latin-1"}, 415, "Content-Type"),
+    ],
+    ids=["open-int", "open-surrogate", "jupyter-int", "open-origin", "open-charset"],
+)  # fmt: skip
+def test_session_endpoints_read_bodies_under_the_same_rules(
+    server: str, path: str, raw: str, headers: dict[str, str], status: int, field: str
+) -> None:
+    """The session endpoints (``/v1/sessions``, ``/run_jupyter``) read their bodies through the same edge
+    as ``/v1/execute``. Bugs guarded against (main before h24's merge): a 5,000-digit integer in a session
+    or ``/run_jupyter`` body was a 500 and a latin-1 charset was read as UTF-8; Origin and surrogates held."""
+    answer_status, body = _post(f"{server}{path}", None, raw=raw.encode(), headers=headers)
+    assert answer_status == status and _field(body) == field, body
+
+
+def test_a_session_body_over_the_cap_is_refused_before_it_is_read(server: str) -> None:
+    """Bug: a 66 MB ``Content-Length`` on a session endpoint was read whole before its 413 (it timed out
+    here); now the 413 comes before the body is read."""
+    from service_server import raw_post
+
+    with raw_post(server, "/v1/sessions", b" " * 1024, content_length=66 << 20) as sock:
+        reply = sock.recv(65536).decode("latin-1")
+    assert reply.startswith("HTTP/1.1 413"), reply[:200]
+    assert "--max-body-mb" in json.loads(reply.split("\r\n\r\n", 1)[1])["error"]
