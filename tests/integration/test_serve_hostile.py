@@ -277,6 +277,8 @@ def test_load_a_short_request_answers_while_a_long_one_runs(server: str, engine:
     finally:
         long_request.close()
     _wait(lambda: engine.active == 0, timeout_s=30.0)
+    measured = {"short_max_s": max(short_s), "health_max_s": max(health_s), "rss_growth_mb": peak - before}
+    print(f"load test: {json.dumps(measured)}")  # shown with `pytest -s`; README quotes it
     assert max(short_s) < 10.0, short_s
     assert max(health_s) < 1.0, health_s
     status, _, payload = huge["reply"]
