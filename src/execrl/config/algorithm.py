@@ -100,6 +100,11 @@ class OptimSection(Section):
         True,
         description="compute each prompt once per micro-batch in the update (exact; execrl.trainer.prefix)",
     )
+    gradient_checkpointing: bool = Field(
+        False,
+        description="recompute each decoder layer in backward: activations of one layer at a time for about "
+        "one more forward pass (long prompts; execrl.trainer.checkpointing)",
+    )
 
 
 class RefineSection(Section):
