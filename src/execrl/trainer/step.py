@@ -331,7 +331,9 @@ def accumulate_gradients(
     totals: dict[str, float] = {}
     with activation_checkpointing(model, enabled=config.gradient_checkpointing):
         for rows, columns in _microbatches(model, batch, config):
-            terms = _microbatch_loss(model, batch.take(rows, columns), normaliser, config, loss_fn, value_model)
+            terms = _microbatch_loss(
+                model, batch.take(rows, columns), normaliser, config, loss_fn, value_model
+            )
             terms.total.backward()  # type: ignore[no-untyped-call]
             for name, value in terms.metrics.items():
                 combine = max if name == _GAP else operator.add

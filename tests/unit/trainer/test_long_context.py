@@ -4,16 +4,18 @@
 from __future__ import annotations
 
 import torch
+from tests.unit.trainer.test_prefix import _batch
 
 from execrl.rollout.models import tiny_model
 from execrl.trainer.batching import microbatch_rows, padded_cost
 from execrl.trainer.checkpointing import activation_checkpointing, decoder_layers
 from execrl.trainer.logprobs import policy_forward
 from execrl.trainer.prefix import computed_positions, find_shared_prefix
-from tests.unit.trainer.test_prefix import _batch
 
 
-def _grads(model: torch.nn.Module, *, share: bool, checkpoint: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
+def _grads(
+    model: torch.nn.Module, *, share: bool, checkpoint: bool
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
     ids, attention, response = _batch()
     model.zero_grad(set_to_none=True)
     with activation_checkpointing(model, enabled=checkpoint):
