@@ -66,7 +66,7 @@ def activation_checkpointing(model: nn.Module, *, enabled: bool = True) -> Itera
         )
     saved = [(layer, layer.__dict__.get("forward")) for layer in layers]
     for layer in layers:
-        layer.forward = _checkpointed(layer.forward)  # type: ignore[method-assign]
+        layer.forward = _checkpointed(layer.forward)
     try:
         yield
     finally:
@@ -74,4 +74,4 @@ def activation_checkpointing(model: nn.Module, *, enabled: bool = True) -> Itera
             if own is None:
                 del layer.forward
             else:
-                layer.forward = own  # type: ignore[method-assign]
+                layer.forward = own

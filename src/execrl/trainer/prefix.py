@@ -119,7 +119,7 @@ def _context_caches(num_layers: int, inverse: Tensor, groups: int) -> tuple[Any,
     cache it was first given: the context pass's recompute must record (not read), whenever it runs."""
     from transformers.cache_utils import Cache, DynamicLayer
 
-    class Recorder(DynamicLayer):  # type: ignore[misc, no-untyped-call]
+    class Recorder(DynamicLayer):  # type: ignore[no-untyped-call]
         def lazy_initialization(self, key_states: Tensor, value_states: Tensor) -> None:
             self.device = key_states.device
             self.is_initialized = True
@@ -135,7 +135,7 @@ def _context_caches(num_layers: int, inverse: Tensor, groups: int) -> tuple[Any,
         def get_seq_length(self) -> int:
             return 0 if self.keys is None else int(self.keys.shape[-2])
 
-    class Reader(DynamicLayer):  # type: ignore[misc, no-untyped-call]
+    class Reader(DynamicLayer):  # type: ignore[no-untyped-call]
         def __init__(self, context: Recorder) -> None:
             super().__init__()  # type: ignore[no-untyped-call]
             self.context = context
