@@ -106,6 +106,7 @@ class TRLSettings:
     max_new_tokens: int
     total_steps: int  # warm-up step included
     seed: int = 0
+    activation_checkpointing: bool = False  # TRL's memory setting (bench long-context turns it on)
 
     def __post_init__(self) -> None:
         if self.loss_type not in LOSS_TYPES:
@@ -239,7 +240,7 @@ def grpo_config(settings: TRLSettings, output_dir: Path) -> GRPOConfig:
         output_dir=str(output_dir),
         use_cpu=True,
         bf16=False,
-        activation_checkpointing=False,  # transformers 5 name of gradient_checkpointing
+        activation_checkpointing=settings.activation_checkpointing,  # transformers 5 gradient_checkpointing
         per_device_train_batch_size=settings.prompts * group,
         num_generations=group,
         gradient_accumulation_steps=1,
