@@ -27,7 +27,7 @@ import random
 from collections.abc import Mapping
 
 from execrl.sandbox.types import CodeTest
-from execrl.tasks.schema import Task
+from execrl.tasks.schema import CodeSpec, Task
 from execrl.tasks.suites._common import check_split, fence, split_pool, task_id
 from execrl.tasks.suites._repo_core import (
     Project,
@@ -106,6 +106,7 @@ def _audit_names(
 
 
 def _long_task(project: Project, target: Target, kind: str, index: int, task: Task) -> Task:
+    assert isinstance(task.spec, CodeSpec)  # build_repo_task's
     repo = repository_files(project, _companions(project, index))
     files = project_files(repo)
     shown = "\n\n".join(
