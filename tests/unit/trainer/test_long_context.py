@@ -92,3 +92,20 @@ def test_full_logits_path_computes_only_the_scored_positions_logits() -> None:
         hook.remove()
     torch.testing.assert_close(got, want, rtol=0, atol=1e-10)
     assert seen == [ids.shape[1] - 5]  # the first scored column is 6: logits from column 5 on
+
+
+def test_vocab_projection_never_sees_more_than_a_chunk_of_positions() -> None:
+    """Guards against a [tokens x vocab] float tensor of a whole long row: the lm_head (and so log_softmax
+    and the entropy) runs on at most ``chunk_tokens`` scored positions at a time, forward and recompute."""
+    model = tiny_model(vocab_size=64, hidden_size=32, init_std=0.3).double()
+    ids, attention, response = _batch()
+    rows_seen: list[int] = []
+    hook = model.lm_head.register_forward_hook(lambda _m, inputs, _o: rows_seen.append(inputs[0].shape[0]))
+    logp, entropy, _ = policy_forward(
+        model, ids, attention, token_mask=response, chunk_tokens=4, entropy_grad=True, share_prompt=True
+    )
+    (logp.sum() + entropy.sum()).backward()
+    hook.remove()
+    scored = int(response[:, 1:].sum())
+    assert scored > 4 and rows_seen and max(rows_seen) <= 4
+    assert sum(rows_seen) >= scored  # every scored position went through, in chunks (plus recomputes)
