@@ -275,7 +275,7 @@ def _goals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     checks = [c for r in rows for c in r.get("loss_check", {}).get("checks", [])]
     return {
         f"step_speedup_ge_{GOAL_SPEEDUP:g}x_where_trl_completes": bool(speedups) and min(speedups) >= GOAL_SPEEDUP,
-        f"peak_rss_le_{GOAL_MEMORY_RATIO_4096:g}x_trl_at_4096": None if at_4096 is None else at_4096 <= 0.5,
+        f"peak_rss_le_{GOAL_MEMORY_RATIO_4096:g}x_trl_at_4096": None if at_4096 is None else at_4096 <= GOAL_MEMORY_RATIO_4096,
         f"execrl_8192_within_{GOAL_8192_GB:g}_gb": None if not at_8192.get("completed")
         else at_8192["peak_rss_mb"] <= GOAL_8192_GB * 1024,
         "loss_within_1e-4": None if not checks else all(c["ok"] for c in checks),
