@@ -231,8 +231,10 @@ class StepTimer(TrainerCallback):
 def grpo_config(settings: TRLSettings, output_dir: Path) -> GRPOConfig:
     """TRL settings matching execrl's update: one optimizer step per batch, no KL, constant LR, float32.
 
-    TRL's defaults changed here, and why: ``bf16``/``gradient_checkpointing`` off (execrl trains float32
-    without trunk checkpointing, and checkpointing would slow TRL down), ``lr_scheduler_type="constant"``
+    TRL's defaults changed here, and why: ``bf16`` off and ``gradient_checkpointing`` off unless
+    ``settings.activation_checkpointing`` (``bench train``: execrl trains float32 without trunk checkpointing,
+    and checkpointing would slow TRL down; ``bench long-context`` turns it on on both sides, for memory),
+    ``lr_scheduler_type="constant"``
     (execrl's default; TRL's linear decay would lower the LR of later steps), no logging, saving or tqdm.
     """
     group = settings.samples_per_prompt
