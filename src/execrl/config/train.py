@@ -65,6 +65,12 @@ class TrainConfig(Section):
                 f"rollout.length_rise_factor={rollout.length_rise_factor} needs rollout.length_rise_max_tokens "
                 f">= rollout.max_new_tokens ({rollout.max_new_tokens}); got {rollout.length_rise_max_tokens}"
             )
+        smallest = min([rollout.max_new_tokens, *(cap for _, cap in rollout.max_new_tokens_stages)])
+        if self.algorithm.overlong_buffer_tokens > smallest:
+            raise ValueError(
+                f"algorithm.overlong_buffer_tokens={self.algorithm.overlong_buffer_tokens} exceeds the smallest "
+                f"length cap of the run ({smallest} new tokens: rollout.max_new_tokens and its stages)"
+            )
         if (rising or rollout.max_new_tokens_stages) and self.refine.multi_turn:
             raise ValueError(
                 "the length curriculum (rollout.max_new_tokens_stages, length_rise_factor) is "
