@@ -106,6 +106,7 @@ class TRLSettings:
     max_new_tokens: int
     total_steps: int  # warm-up step included
     seed: int = 0
+    activation_checkpointing: bool = False  # TRL's memory setting (bench long-context turns it on)
 
     def __post_init__(self) -> None:
         if self.loss_type not in LOSS_TYPES:
@@ -230,8 +231,10 @@ class StepTimer(TrainerCallback):
 def grpo_config(settings: TRLSettings, output_dir: Path) -> GRPOConfig:
     """TRL settings matching execrl's update: one optimizer step per batch, no KL, constant LR, float32.
 
-    TRL's defaults changed here, and why: ``bf16``/``gradient_checkpointing`` off (execrl trains float32
-    without trunk checkpointing, and checkpointing would slow TRL down), ``lr_scheduler_type="constant"``
+    TRL's defaults changed here, and why: ``bf16`` off and ``gradient_checkpointing`` off unless
+    ``settings.activation_checkpointing`` (``bench train``: execrl trains float32 without trunk checkpointing,
+    and checkpointing would slow TRL down; ``bench long-context`` turns it on on both sides, for memory),
+    ``lr_scheduler_type="constant"``
     (execrl's default; TRL's linear decay would lower the LR of later steps), no logging, saving or tqdm.
     """
     group = settings.samples_per_prompt
@@ -239,7 +242,7 @@ def grpo_config(settings: TRLSettings, output_dir: Path) -> GRPOConfig:
         output_dir=str(output_dir),
         use_cpu=True,
         bf16=False,
-        activation_checkpointing=False,  # transformers 5 name of gradient_checkpointing
+        activation_checkpointing=settings.activation_checkpointing,  # transformers 5 gradient_checkpointing
         per_device_train_batch_size=settings.prompts * group,
         num_generations=group,
         gradient_accumulation_steps=1,

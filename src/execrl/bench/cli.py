@@ -23,6 +23,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "rewards": ("execrl.bench.rewards", "reward scoring throughput"),
     "rollout": ("execrl.bench.rollout", "generation throughput"),
     "train": ("execrl.bench.train", "training step vs TRL's GRPOTrainer"),
+    "long-context": (
+        "execrl.bench.long_context",
+        "one GRPO step on 512-8,192-token prompts vs TRL, time and RSS",
+    ),
     "asserts": ("execrl.bench.asserts", "assert tests judged by the parent vs forgeable in the sandbox"),
     "audit": ("execrl.bench.audit", "reward-audit overhead vs the reward stage and the step"),
     "pipeline": ("execrl.bench.pipeline", "one-step-off async training loop vs the serial loop"),

@@ -219,7 +219,7 @@ def _bench_run(
     """The ``Run`` the recipe's step reads: the benchmark's model and trainer config, a static scheduler over
     its tasks (each step draws all of them, as TRL's side trains on all of them), no reward audit."""
     from execrl.config import validate_config
-    from execrl.recipes.loop import Run
+    from execrl.recipes.loop import Run, length_curriculum
     from execrl.rollout import create_engine
     from execrl.scheduler import StaticScheduler
     from execrl.trainer import build_optimizer, build_scheduler
@@ -247,6 +247,7 @@ def _bench_run(
         engine=create_engine("hf", model=model, tokenizer=tokenizer),
         start_step=0,
         old_logprobs_from_rollout=args.old_logprobs == "rollout",
+        length=length_curriculum(run_config),
     )
 
 

@@ -73,6 +73,13 @@ class GroupSampler:
     reward: RewardConfig
     params: SamplingParams
     seed: int
+    length_cap: Callable[[int], int] | None = None  # step -> max_new_tokens (execrl.scheduler.length)
+
+    def step_params(self, step: int, *seed_path: int) -> SamplingParams:
+        """``params`` seeded with the hash of (run seed, step, ``seed_path``), capped at the step's length."""
+        cap = self.params.max_new_tokens if self.length_cap is None else self.length_cap(step)
+        seed = stream_seed(self.seed, "rollout", step, *seed_path)
+        return dataclasses.replace(self.params, seed=seed, max_new_tokens=cap)
 
     def __call__(self, step: int, tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]:
         prompts, params = self.generation_inputs(step, tasks, round_)
@@ -83,7 +90,7 @@ class GroupSampler:
     def generation_inputs(self, step: int, tasks: list[Task], round_: int) -> tuple[Any, SamplingParams]:
         """The encoded prompts and the seeded sampling parameters of one generate call (every executor
         uses these, so a step samples the same wherever it runs)."""
-        params = dataclasses.replace(self.params, seed=stream_seed(self.seed, "rollout", step, round_))
+        params = self.step_params(step, round_)
         return encode_prompts(self.tokenizer, [prompt_for_chat(t.prompt) for t in tasks]), params
 
     def generate_calls(self, step: int, tasks: list[Task], round_: int) -> list[GenerateCall]:
@@ -255,7 +262,7 @@ class StreamingGroupSampler(GroupSampler):
             GenerateCall(
                 g,
                 [prompt],
-                dataclasses.replace(self.params, seed=stream_seed(self.seed, "rollout", step, round_, g)),
+                self.step_params(step, round_, g),
             )
             for g, prompt in enumerate(prompts)
         ]

@@ -30,6 +30,23 @@ class RolloutSection(Section):
     stream_scoring: bool = Field(
         False, description="score each group in the sandbox while the engine generates the next one"
     )
+    max_new_tokens_stages: list[tuple[int, int]] = Field(
+        default_factory=list,
+        description="length curriculum: [from_step, max_new_tokens] pairs, the cap from that step on "
+        "(before the first: max_new_tokens); [] = max_new_tokens throughout (execrl.scheduler.length)",
+    )
+    length_rise_factor: float = Field(
+        1.0, ge=1, description="multiply the cap by this when truncation stays high (below); 1 = off"
+    )
+    length_rise_truncation: float = Field(
+        0.2, ge=0, lt=1, description="truncation rate above which a step counts towards a rise of the cap"
+    )
+    length_rise_window_steps: int = Field(
+        3, ge=1, description="consecutive steps above length_rise_truncation that raise the cap"
+    )
+    length_rise_max_tokens: int = Field(
+        0, ge=0, description="the most the automatic rise takes the cap to (>= max_new_tokens when rising)"
+    )
 
 
 class AlgorithmSection(Section):
@@ -71,6 +88,18 @@ class AlgorithmSection(Section):
     max_resample_rounds: int = Field(
         3, ge=0, le=MAX_RESAMPLE_ROUNDS, description="extra sampling rounds per step for dynamic_sampling"
     )
+    overlong_buffer_tokens: int = Field(
+        0,
+        ge=0,
+        description="DAPO overlong shaping: a linear penalty over the last this-many tokens before the cap, "
+        "-overlong_penalty_factor at the cap; 0 = off (execrl.rewards.overlong)",
+    )
+    overlong_penalty_factor: float = Field(
+        1.0, ge=0, description="DAPO overlong shaping: the penalty of a completion cut at the cap"
+    )
+    overlong_filtering: bool = Field(
+        False, description="DAPO overlong filtering: completions cut at the cap are masked out of the loss"
+    )
 
     @property
     def learns_values(self) -> bool:
@@ -99,6 +128,11 @@ class OptimSection(Section):
     share_prompt_forward: bool = Field(
         True,
         description="compute each prompt once per micro-batch in the update (exact; execrl.trainer.prefix)",
+    )
+    gradient_checkpointing: bool = Field(
+        False,
+        description="recompute each decoder layer in backward: activations of one layer at a time for about "
+        "one more forward pass (long prompts; execrl.trainer.checkpointing)",
     )
 
 

@@ -51,6 +51,33 @@ class TrainConfig(Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _length_curriculum_applies(self) -> TrainConfig:
+        rollout = self.rollout
+        rising = rollout.length_rise_factor > 1
+        if rising and self.algorithm.async_steps:
+            raise ValueError(
+                "rollout.length_rise_factor > 1 needs algorithm.async_steps=0: the one-step-off loop starts "
+                "the next rollout before this step's truncation is known (stages work: max_new_tokens_stages)"
+            )
+        if rising and rollout.length_rise_max_tokens < rollout.max_new_tokens:
+            raise ValueError(
+                f"rollout.length_rise_factor={rollout.length_rise_factor} needs rollout.length_rise_max_tokens "
+                f">= rollout.max_new_tokens ({rollout.max_new_tokens}); got {rollout.length_rise_max_tokens}"
+            )
+        smallest = min([rollout.max_new_tokens, *(cap for _, cap in rollout.max_new_tokens_stages)])
+        if self.algorithm.overlong_buffer_tokens > smallest:
+            raise ValueError(
+                f"algorithm.overlong_buffer_tokens={self.algorithm.overlong_buffer_tokens} exceeds the smallest "
+                f"length cap of the run ({smallest} new tokens: rollout.max_new_tokens and its stages)"
+            )
+        if (rising or rollout.max_new_tokens_stages) and self.refine.multi_turn:
+            raise ValueError(
+                "the length curriculum (rollout.max_new_tokens_stages, length_rise_factor) is "
+                "single-turn; remove it or set refine.max_turns=1"
+            )
+        return self
+
     @property
     def sequences_per_step(self) -> int:
         return self.rollout.prompts_per_step * self.rollout.samples_per_prompt

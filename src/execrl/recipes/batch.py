@@ -12,8 +12,10 @@ import torch
 
 from execrl.components.sampling import ScoredGroups
 from execrl.rewards import Score, reward_metrics
+from execrl.rewards.overlong import overlong_keep, overlong_penalties
 from execrl.rollout.types import RolloutBatch
 from execrl.scheduler import domain_metrics
+from execrl.telemetry.memory import peak_rss_metric
 from execrl.trainer import TrainBatch
 
 if TYPE_CHECKING:
@@ -26,6 +28,26 @@ def reward_tensors(scores: Sequence[Score]) -> tuple[torch.Tensor, torch.Tensor]
     rewards = torch.tensor([s.reward for s in scores], dtype=torch.float64)  # [N]
     valid = torch.tensor([s.valid for s in scores], dtype=torch.bool)  # [N]
     return rewards, valid
+
+
+def overlong_shaping(run: Run, step: int, rollout: RolloutBatch) -> torch.Tensor:
+    """DAPO's soft overlong punishment of each row ``[N]`` float64 (``algorithm.overlong_buffer_tokens``; all
+    0 when off), against the cap step ``step`` sampled with. Added to the rewards before the advantages."""
+    algorithm = run.config.algorithm
+    penalties = overlong_penalties(
+        rollout.completion_lengths.tolist(), max_new_tokens=run.length.cap(step),
+        buffer_tokens=algorithm.overlong_buffer_tokens, penalty_factor=algorithm.overlong_penalty_factor,
+    )  # fmt: skip
+    return torch.tensor(penalties, dtype=torch.float64)
+
+
+def overlong_filtered(run: Run, rollout: RolloutBatch, valid: torch.Tensor) -> torch.Tensor:
+    """The rows the loss trains on ``[N]`` bool: ``valid``, minus the truncated ones when
+    ``algorithm.overlong_filtering`` is on (DAPO overlong filtering; their rewards still count in their
+    group's advantages)."""
+    if not run.config.algorithm.overlong_filtering:
+        return valid
+    return valid & torch.tensor(overlong_keep(rollout.finish_reasons), dtype=torch.bool)
 
 
 def to_train_batch(
@@ -130,11 +152,11 @@ def logprob_gap_metric(gap: float | None, update_metrics: dict[str, float]) -> d
 
 
 def step_metrics(
-    run: Run, groups: ScoredGroups, weights: dict[str, float], *, sample_s: float, update_s: float
+    run: Run, step: int, groups: ScoredGroups, weights: dict[str, float], *, sample_s: float, update_s: float
 ) -> dict[str, float]:
-    """Rewards, rollout shape, per-domain metrics (``weights``: each domain's share when the step's tasks
-    were drawn) and timings of one step's scored groups."""
-    tasks, max_new_tokens = run.tasks, run.config.rollout.max_new_tokens
+    """Rewards, rollout shape (the cap step ``step`` sampled with), per-domain metrics (``weights``: each
+    domain's share when the step's tasks were drawn), timings and peak memory of one step's scored groups."""
+    tasks, max_new_tokens = run.tasks, run.length.cap(step)
     rollout, scores = groups.rollout, groups.scores
     metrics = reward_metrics(scores)
     metrics.update(rollout_metrics(rollout, scores, max_new_tokens))
@@ -145,6 +167,9 @@ def step_metrics(
     metrics["perf/update_s"] = update_s
     metrics["perf/step_s"] = sample_s + update_s
     metrics["perf/step_tokens_per_s"] = rollout.stats.generated_tokens / (sample_s + update_s)
+    if run.config.algorithm.overlong_buffer_tokens:
+        metrics["reward/overlong_penalty_mean"] = float(overlong_shaping(run, step, rollout).mean())
+    metrics.update(peak_rss_metric())
     return metrics
 
 

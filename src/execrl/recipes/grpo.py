@@ -25,7 +25,15 @@ from pathlib import Path
 from execrl.config import ConfigError, TrainConfig
 from execrl.distributed import Executor
 from execrl.recipes.audit import audit_step
-from execrl.recipes.batch import logprob_gap, logprob_gap_metric, reward_tensors, step_metrics, to_train_batch
+from execrl.recipes.batch import (
+    logprob_gap,
+    logprob_gap_metric,
+    overlong_filtered,
+    overlong_shaping,
+    reward_tensors,
+    step_metrics,
+    to_train_batch,
+)
 from execrl.recipes.loop import (
     Run,
     TrainOutcome,
@@ -66,12 +74,13 @@ def train_step(run: Run, step: int, *, executor: Executor) -> dict[str, float]:
     )  # draw tasks, generate, score; scheduler learns
     t1 = time.perf_counter()
     rewards, valid = reward_tensors(groups.scores)  # [N] each
+    rewards = rewards + overlong_shaping(run, step, groups.rollout)  # DAPO soft overlong punishment; 0 if off
     advantages = compute_advantages(  # (r - mean) / std within each task's group (or the configured variant)
         tcfg.advantage_estimator, rewards, group_ids=groups.rollout.group_index, valid=valid,
         eps=tcfg.advantage_std_eps,
     )  # fmt: skip
     batch = to_train_batch(  # prompt + completion tokens, [N, S]; old log-probs from the rollout if exact
-        groups.rollout, inject_nan_loss(run, step, advantages), valid,
+        groups.rollout, inject_nan_loss(run, step, advantages), overlong_filtered(run, groups.rollout, valid),
         old_logprobs_from_rollout=run.old_logprobs_from_rollout,
     )  # fmt: skip
     gap = None if run.old_logprobs_from_rollout else logprob_gap(run, batch, groups.rollout)
@@ -80,7 +89,7 @@ def train_step(run: Run, step: int, *, executor: Executor) -> dict[str, float]:
     )
     t2 = time.perf_counter()
     metrics.update(logprob_gap_metric(gap, metrics))  # generation vs training log-probs
-    metrics.update(step_metrics(run, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))
+    metrics.update(step_metrics(run, step, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))
     metrics.update(audit_step(run.run_dir, step, groups, executor.sampler, config, step_s=t2 - t0))
     metrics.update(publish_weights(run, executor, step))  # version step + 1 out; executor/* metrics
     return metrics

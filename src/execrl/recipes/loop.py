@@ -29,6 +29,7 @@ from execrl.distributed import Executor, build_executor
 from execrl.recipes.evaluate import evaluate_checkpoint_once, finish_report
 from execrl.rollout.engine import Engine, create_engine
 from execrl.scheduler import AdaptiveSettings, Scheduler, build_scheduler
+from execrl.scheduler.length import LengthCurriculum, LengthSettings, truncation_rate
 from execrl.scheduler.report import write_domain_report
 from execrl.telemetry import RunTelemetry, alarm_rules_from_config
 from execrl.telemetry.webhook import WebhookConfig
@@ -98,6 +99,7 @@ class Run:
     engine: Engine
     start_step: int
     old_logprobs_from_rollout: bool  # the update reuses the rollout's log-probs (see rollout_logprobs_exact)
+    length: LengthCurriculum  # the completion-length cap of each step (stages, automatic rise)
     stop: Stop | None = None
     behaviour_model: PreTrainedModel | None = None  # async: the weights the in-flight rollout samples with
 
@@ -145,6 +147,7 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
         engine=create_engine(config.rollout.engine, model=model, tokenizer=tokenizer),
         start_step=0,
         old_logprobs_from_rollout=rollout_logprobs_exact(config, tcfg),
+        length=length_curriculum(config),
         behaviour_model=behaviour_copy(model) if config.algorithm.async_steps else None,
     )
     checkpoint = latest_checkpoint(run_dir) if resume_dir is not None else None
@@ -155,8 +158,15 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
         run.start_step = int(state.data_state["next_step"])
         if "scheduler" in state.data_state:  # checkpoints written before the adaptive scheduler have none
             run.tasks.load_state_dict(state.data_state["scheduler"])
+        if "length" in state.data_state:  # checkpoints written before the length curriculum have none
+            run.length.load_state_dict(state.data_state["length"])
         log.info("resumed from %s at step %d", checkpoint, run.start_step)
     return run
+
+
+def length_curriculum(config: TrainConfig) -> LengthCurriculum:
+    """The run's length cap per step (``rollout.max_new_tokens``, its stages and automatic rise)."""
+    return LengthCurriculum(build(LengthSettings, config.rollout))
 
 
 def behaviour_copy(model: PreTrainedModel) -> PreTrainedModel:
@@ -181,6 +191,7 @@ def sample_and_score(run: Run, step: int, sampler: GroupSampler) -> tuple[dict[s
         max_resample_rounds=algorithm.max_resample_rounds,
     )
     run.tasks.observe(step, groups.outcomes)
+    run.length.observe(step, truncation_rate(groups.rollout.finish_reasons))  # may raise the next caps
     return weights, groups
 
 
@@ -220,7 +231,7 @@ def single_turn_session(config: TrainConfig, resume_dir: Path | None) -> Iterato
     with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run):
         sampler = (StreamingGroupSampler if config.rollout.stream_scoring else GroupSampler)(
             run.engine, run.tokenizer, sandbox, setup.reward_config(config), setup.sampling_params(config),
-            seed=config.run.seed,
+            seed=config.run.seed, length_cap=run.length.cap,
         )  # fmt: skip
         with closing(build_executor(config, sampler)) as executor:
             executor.publish_weights(run.model, version=run.start_step)
@@ -269,7 +280,11 @@ def finish_step(
             model=run.model,
             optimizer=run.optimizer,
             scheduler=run.lr_scheduler,
-            data_state={"next_step": step + 1, "scheduler": run.tasks.state_dict()},
+            data_state={
+                "next_step": step + 1,
+                "scheduler": run.tasks.state_dict(),
+                "length": run.length.state_dict(),
+            },
             metrics={k: v for k, v in metrics.items() if isinstance(v, float)},
             keep_last=config.checkpoint.keep_last,
             extra_modules=run.extra_modules,

@@ -43,6 +43,8 @@ from execrl.recipes.audit import audit_step
 from execrl.recipes.batch import (
     logprob_gap,
     logprob_gap_metric,
+    overlong_filtered,
+    overlong_shaping,
     ppo_targets,
     reward_tensors,
     step_metrics,
@@ -112,7 +114,7 @@ def train_step(run: Run, step: int, *, rollouts: OneStepOff, executor: Executor)
     t2 = time.perf_counter()
     metrics.update(logprob_gap_metric(gap, metrics))  # generation vs training log-probs
     metrics.update(off_metrics)  # train/offpolicy_ratio_*, train/offpolicy_clipped_frac
-    metrics.update(step_metrics(run, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))
+    metrics.update(step_metrics(run, step, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))
     metrics["train/offpolicy_staleness_steps"] = 0.0 if step == 0 else 1.0  # t >= 1: sampled by t-1
     metrics.update(audit)  # reward hacking (see above for why it ran before the update)
     metrics.update(publish_weights(run, executor, step))  # version step + 1 out; executor/* metrics
@@ -124,15 +126,19 @@ def advantage_batch(run: Run, step: int, groups: ScoredGroups) -> TrainBatch:
     (``grpo.train_step``) or, with PPO's value head, old values, GAE and returns (``ppo.train_step``). Old
     log-probs are left to ``prepare_batch`` (the rollout's are the behaviour policy's, not pi_prox)."""
     rewards, valid = reward_tensors(groups.scores)  # [N] each
+    rewards = rewards + overlong_shaping(run, step, groups.rollout)  # DAPO soft overlong punishment; 0 if off
+    loss_rows = overlong_filtered(run, groups.rollout, valid)  # DAPO overlong filtering (off: valid)
     if run.value_head is None:
         advantages = compute_advantages(
             run.tcfg.advantage_estimator, rewards, group_ids=groups.rollout.group_index, valid=valid,
             eps=run.tcfg.advantage_std_eps,
         )  # fmt: skip
         return to_train_batch(
-            groups.rollout, inject_nan_loss(run, step, advantages), valid, old_logprobs_from_rollout=False
+            groups.rollout, inject_nan_loss(run, step, advantages), loss_rows, old_logprobs_from_rollout=False
         )
-    batch = to_train_batch(groups.rollout, torch.zeros_like(rewards), valid, old_logprobs_from_rollout=False)
+    batch = to_train_batch(
+        groups.rollout, torch.zeros_like(rewards), loss_rows, old_logprobs_from_rollout=False
+    )
     batch = ppo_targets(
         run.model, run.value_head, batch, rewards, gamma=run.tcfg.gamma, lam=run.tcfg.gae_lambda
     )

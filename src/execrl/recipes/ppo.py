@@ -27,6 +27,8 @@ from execrl.recipes.audit import audit_step
 from execrl.recipes.batch import (
     logprob_gap,
     logprob_gap_metric,
+    overlong_filtered,
+    overlong_shaping,
     ppo_targets,
     reward_tensors,
     step_metrics,
@@ -71,10 +73,11 @@ def train_step(run: Run, step: int, *, executor: Executor) -> dict[str, float]:
     )  # draw tasks, generate, score; scheduler learns
     t1 = time.perf_counter()
     rewards, valid = reward_tensors(groups.scores)  # [N] each
+    rewards = rewards + overlong_shaping(run, step, groups.rollout)  # DAPO soft overlong punishment; 0 if off
     batch = to_train_batch(  # prompt + completion tokens, [N, S]; the advantages come from GAE next
         groups.rollout,
         torch.zeros_like(rewards),
-        valid,
+        overlong_filtered(run, groups.rollout, valid),  # DAPO overlong filtering (off: valid)
         old_logprobs_from_rollout=run.old_logprobs_from_rollout,
     )
     gap = None if run.old_logprobs_from_rollout else logprob_gap(run, batch, groups.rollout)
@@ -88,7 +91,7 @@ def train_step(run: Run, step: int, *, executor: Executor) -> dict[str, float]:
     )  # fmt: skip
     t2 = time.perf_counter()
     metrics.update(logprob_gap_metric(gap, metrics))  # generation vs training log-probs
-    metrics.update(step_metrics(run, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))
+    metrics.update(step_metrics(run, step, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))
     metrics.update(audit_step(run.run_dir, step, groups, executor.sampler, config, step_s=t2 - t0))
     metrics.update(publish_weights(run, executor, step))  # version step + 1 out; executor/* metrics
     return metrics

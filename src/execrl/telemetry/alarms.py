@@ -7,7 +7,7 @@ exploding into gibberish, reward collapsing after having been learned, response 
 dropping. Each is one ``AlarmRule`` of a small number of kinds:
 
 - ``nonfinite``: the value is NaN or +-Inf.
-- ``above`` / ``below``: the value is above / below ``threshold``.
+- ``above`` / ``below``: the value is above / below ``threshold``; ``at_least``: at or above it.
 - ``collapse``: below ``threshold`` after having been at or above it at some earlier step.
 - ``relative_drop``: below ``threshold`` x the median of the previous ``window_steps`` finite values.
 - ``blowup``: above ``threshold`` x the median of the first ``window_steps`` finite values.
@@ -46,13 +46,22 @@ __all__ = [
     "alarm_rules_from_config",
     "default_alarm_rules",
     "reward_hacking_rules",
+    "truncation_rules",
 ]
 
 _log = logging.getLogger(__name__)
 
-ALARM_KINDS: tuple[str, ...] = ("nonfinite", "above", "below", "collapse", "relative_drop", "blowup")
+ALARM_KINDS: tuple[str, ...] = (
+    "nonfinite",
+    "above",
+    "at_least",
+    "below",
+    "collapse",
+    "relative_drop",
+    "blowup",
+)
 ALARM_ACTIONS: tuple[str, ...] = ("log", "webhook", "stop")
-_STREAK_KINDS = ("nonfinite", "above", "below", "collapse")
+_STREAK_KINDS = ("nonfinite", "above", "at_least", "below", "collapse")
 
 
 @dataclass(frozen=True)
@@ -114,10 +123,28 @@ def default_alarm_rules() -> tuple[AlarmRule, ...]:
         AlarmRule(
             "response_length_blowup", "blowup", "rollout/response_length_mean", threshold=3.0, window_steps=5
         ),
+        *truncation_rules(),
         AlarmRule("throughput_drop", "relative_drop", "perf/*tokens_per_s", threshold=0.5, window_steps=10),
         # A Ray executor retrying more than 1 task in 10 has workers dying or hanging (execrl.distributed).
         AlarmRule("executor_retries", "above", "executor/retry_rate", threshold=0.1),
         *reward_hacking_rules(),
+    )
+
+
+def truncation_rules() -> tuple[AlarmRule, ...]:
+    """The silent-truncation failure (trl #5697): a length cap so small that nearly every completion is cut,
+    so every reward, advantage, loss and gradient is 0 and nothing else says so. Either symptom staying for
+    3 steps fires: ``rollout/truncation_rate`` >= 0.9, or ``rollout/zero_variance_share`` (groups whose
+    rewards are all equal, so GRPO learns nothing from them) >= 0.95. Both only log by default; the fix
+    is a larger ``rollout.max_new_tokens`` or the automatic length curriculum (``rollout.length_rise_*``).
+    The default main job stays well below both (truncation 0.16-0.56, zero-variance share 0-0.75 over the
+    12 steps of ``docs/runs/main-job-2026-12-01``).
+    """
+    return (
+        AlarmRule("truncation_high", "at_least", "rollout/truncation_rate", threshold=0.9, window_steps=3),
+        AlarmRule(
+            "zero_variance_groups", "at_least", "rollout/zero_variance_share", threshold=0.95, window_steps=3
+        ),
     )
 
 
@@ -270,6 +297,8 @@ def _condition(rule: AlarmRule, track: _Track, value: float) -> tuple[bool, str]
         return not finite, "is not finite"
     if kind == "above":
         return finite and value > thr, f"above {thr:g}"
+    if kind == "at_least":
+        return finite and value >= thr, f"at or above {thr:g}"
     if kind == "below":
         return finite and value < thr, f"below {thr:g}"
     if kind == "collapse":

@@ -8,6 +8,11 @@ similar lengths together and padding low. Sequences are never split across micro
 With ``groups`` (rows sharing a prompt, see :func:`execrl.trainer.prefix.find_shared_prefix`), rows are packed
 group by group instead (groups in order of their longest row, rows by length inside a group), so a group
 lands in as few micro-batches as possible and its prompt is computed once per micro-batch, not once per row.
+With ``shared_width`` (the first scored column, where the shared context ends), the budget counts what the
+shared pass computes: each distinct context once plus every row's columns after it. Counting rows x width
+instead would split a long prompt's group into one row per micro-batch (4 x 8,256 padded tokens for a
+8,192-token prompt and 4 samples against the default budget of 4,096), and each row would then recompute
+the whole prompt: exactly the work the shared pass exists to save.
 """
 
 from __future__ import annotations
@@ -22,12 +27,17 @@ def minibatch_rows(num_sequences: int, parts: int) -> list[Tensor]:
 
 
 def microbatch_rows(
-    attention_mask: Tensor, tokens_per_microbatch: int, *, groups: Tensor | None = None
+    attention_mask: Tensor,
+    tokens_per_microbatch: int,
+    *,
+    groups: Tensor | None = None,
+    shared_width: int | None = None,
 ) -> list[tuple[Tensor, slice]]:
     """Group rows of ``attention_mask`` [N, S] into micro-batches of at most ``tokens_per_microbatch`` padded
     tokens; returns ``(row indices, column slice)`` pairs. A single row longer than the budget forms its own
     micro-batch (it cannot be split). ``groups`` [N] (optional): a group that fits in the budget is never
-    split across micro-batches; a larger one is split by rows.
+    split across micro-batches; a larger one is split by rows. ``shared_width`` (with ``groups``): columns
+    before it are computed once per group in a micro-batch (see the module docstring).
     """
     present = attention_mask > 0  # [N, S]
     columns = torch.arange(attention_mask.shape[1], device=attention_mask.device)
@@ -39,10 +49,16 @@ def microbatch_rows(
     last = torch.where(present, columns, -1).amax(dim=-1).clamp(min=0)
     last = torch.maximum(last, first)  # all-padding rows: a one-column span
     first_list, last_list = first.tolist(), last.tolist()
+    group_of = groups.tolist() if groups is not None else list(range(attention_mask.shape[0]))
+    width = shared_width if groups is not None else None
+
+    def cost(rows: list[int], lo: int, hi: int) -> int:
+        return padded_cost(len(rows), len({group_of[r] for r in rows}), lo, hi, width)
+
     units: list[tuple[list[int], int, int]] = []  # (rows, first column, last column)
     for unit in _packing_units(last - first, groups):
         unit_lo, unit_hi = min(first_list[r] for r in unit), max(last_list[r] for r in unit)
-        if len(unit) == 1 or len(unit) * (unit_hi - unit_lo + 1) <= tokens_per_microbatch:
+        if len(unit) == 1 or cost(unit, unit_lo, unit_hi) <= tokens_per_microbatch:
             units.append((unit, unit_lo, unit_hi))
         else:  # a group larger than the budget: its rows, in order
             units.extend(([row], first_list[row], last_list[row]) for row in unit)
@@ -51,7 +67,7 @@ def microbatch_rows(
     lo = hi = 0
     for unit, unit_lo, unit_hi in units:
         new_lo, new_hi = (min(lo, unit_lo), max(hi, unit_hi)) if current else (unit_lo, unit_hi)
-        if current and (len(current) + len(unit)) * (new_hi - new_lo + 1) > tokens_per_microbatch:
+        if current and cost(current + unit, new_lo, new_hi) > tokens_per_microbatch:
             parts.append((torch.tensor(current, dtype=torch.long), slice(lo, hi + 1)))
             current, new_lo, new_hi = [], unit_lo, unit_hi
         current.extend(unit)
@@ -59,6 +75,15 @@ def microbatch_rows(
     if current:
         parts.append((torch.tensor(current, dtype=torch.long), slice(lo, hi + 1)))
     return parts
+
+
+def padded_cost(rows: int, groups: int, lo: int, hi: int, shared_width: int | None) -> int:
+    """Positions the trunk computes for ``rows`` rows (of ``groups`` distinct contexts) over columns
+    ``[lo, hi]``: ``rows x width``, or with a shared context ending at column ``shared_width``, the context
+    once per group plus every row's columns from ``shared_width`` on."""
+    if shared_width is None or shared_width <= lo:
+        return rows * (hi - lo + 1)
+    return groups * (shared_width - lo) + rows * max(hi - shared_width + 1, 0)
 
 
 def _packing_units(span: Tensor, groups: Tensor | None) -> list[list[int]]:

@@ -69,6 +69,7 @@ class TrainerConfig:
     logprob_temperature: float = 1.0  # must equal the sampling temperature (TRL #4159)
     logprob_chunk_tokens: int = 1024  # tokens per lm_head/log_softmax chunk
     share_prompt_forward: bool = True  # rows with the same prompt compute it once (execrl.trainer.prefix)
+    gradient_checkpointing: bool = False  # recompute each decoder layer in backward (trainer.checkpointing)
     seed: int = 0  # for the loop to seed with; the update itself draws no random numbers
 
     def __post_init__(self) -> None:

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from execrl.trainer.prefix import find_shared_prefix, forward_shared
+from execrl.trainer.prefix import SharedPrefix, can_share, find_shared_prefix, forward_shared
 
 _LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logit_scale")
 
@@ -49,6 +49,30 @@ def _can_split(model: nn.Module) -> bool:
     )
 
 
+def _decoder(model: nn.Module) -> Any:
+    loose: Any = model  # Hugging Face API, untyped for nn.Module
+    return loose.get_decoder() if callable(getattr(model, "get_decoder", None)) else model
+
+
+def scored_positions(attention_mask: Tensor, token_mask: Tensor | None) -> Tensor:
+    """[N, S] bool: the positions ``policy_forward`` scores (in ``token_mask``, default every real token, with a
+    real token before them)."""
+    wanted = torch.zeros_like(attention_mask, dtype=torch.bool)
+    scored = attention_mask if token_mask is None else token_mask  # [N, S]
+    wanted[:, 1:] = (scored[:, 1:] > 0) & (attention_mask[:, :-1] > 0)
+    return wanted
+
+
+def shared_layout(
+    model: nn.Module, input_ids: Tensor, attention_mask: Tensor, token_mask: Tensor | None, *, share: bool
+) -> SharedPrefix | None:
+    """The shared context ``policy_forward(..., share_prompt=share)`` uses on this batch, or None when it
+    runs the plain pass (sharing off, nothing shared, or a model that cannot share)."""
+    if not (share and _can_split(model) and can_share(_decoder(model))):
+        return None
+    return find_shared_prefix(input_ids, attention_mask, scored_positions(attention_mask, token_mask))
+
+
 def forward_hidden(
     model: nn.Module, input_ids: Tensor, attention_mask: Tensor, *, shared_context_of: Tensor | None = None
 ) -> Tensor:
@@ -58,8 +82,7 @@ def forward_hidden(
     context before the first scored column compute it once (:mod:`execrl.trainer.prefix`); hidden states
     before that column are then the shared context's.
     """
-    loose: Any = model  # Hugging Face API, untyped for nn.Module
-    decoder: Any = loose.get_decoder() if callable(getattr(model, "get_decoder", None)) else model
+    decoder = _decoder(model)
     positions = position_ids_from_mask(attention_mask)
     if shared_context_of is not None:
         shared = find_shared_prefix(input_ids, attention_mask, shared_context_of)
@@ -127,9 +150,7 @@ def policy_forward(
             f"input_ids and attention_mask must share one [N, S] shape, got {tuple(input_ids.shape)} "
             f"and {tuple(attention_mask.shape)}"
         )
-    wanted = torch.zeros_like(attention_mask, dtype=torch.bool)
-    scored = attention_mask if token_mask is None else token_mask  # [N, S]
-    wanted[:, 1:] = (scored[:, 1:] > 0) & (attention_mask[:, :-1] > 0)  # needs a real token before it
+    wanted = scored_positions(attention_mask, token_mask)  # needs a real token before it
     rows, cols = wanted.nonzero(as_tuple=True)  # positions t >= 1 to score
     targets = input_ids[rows, cols]  # [K]
     hidden: Tensor | None = None
@@ -146,19 +167,33 @@ def policy_forward(
     else:
         if return_hidden:
             raise ValueError("return_hidden needs a model with get_decoder() and no logit post-processing")
+        keep = _logits_to_keep(model, input_ids.shape[1], cols)
         logits = model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids_from_mask(attention_mask),
-        ).logits  # [N, S, V]
+            **({} if keep is None else {"logits_to_keep": keep}),
+        ).logits  # [N, K, V]: the last K positions (K = S without logits_to_keep)
+        offset = input_ids.shape[1] - logits.shape[1]
 
         def score_logits(chunk: Tensor, tgt: Tensor) -> tuple[Tensor, Tensor]:
             return _logp_entropy(chunk, tgt, temperature, entropy_grad)
 
-        logp, entropy = _chunked(score_logits, logits[rows, cols - 1], targets, chunk_tokens)
+        logp, entropy = _chunked(score_logits, logits[rows, cols - 1 - offset], targets, chunk_tokens)
     out_logp = logp.new_zeros(input_ids.shape).index_put((rows, cols), logp)  # [N, S]
     out_entropy = entropy.new_zeros(input_ids.shape).index_put((rows, cols), entropy)  # [N, S]
     return out_logp, out_entropy, hidden if return_hidden else None
+
+
+def _logits_to_keep(model: nn.Module, width: int, cols: Tensor) -> int | None:
+    """How many last positions' logits the full-logits path needs (from the first scored position's
+    context on), or None when the model takes no ``logits_to_keep`` (it then computes all ``width``)."""
+    import inspect
+
+    if "logits_to_keep" not in inspect.signature(model.forward).parameters:
+        return None
+    first = int(cols.min()) - 1 if cols.numel() else width - 1
+    return width - first
 
 
 def compute_logprobs(

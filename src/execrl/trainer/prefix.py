@@ -15,11 +15,20 @@ Measured on SmolLM2-135M, float32, 2 CPU cores, the ``execrl bench train`` batch
 pass and 7.3-8.4 s with the shared one (three steps each, same session). The saving grows with the prompt's
 share of the tokens and with ``samples_per_prompt``.
 
+The context's keys/values live in a ``ContextCache``: one copy per distinct context (``[U, kv_heads, c, d]``
+per layer), handed to the rows inside each layer of the rest of the pass (an ``expand`` when the micro-batch
+holds one group, an index otherwise), never stored per row. The cache is *replay-safe*: the context pass
+records each layer's keys/values once and a second call (the recompute of activation checkpointing,
+:mod:`execrl.trainer.checkpointing`) returns its inputs untouched, and the rows' pass never writes to it. So the
+shared pass also runs under activation checkpointing: a long prompt then costs one hidden state per layer
+plus its keys/values instead of every layer's activations.
+
 Limits: the context is ``[0, c)`` with ``c`` the first column any row scores, so it only helps with the
 layout ``to_train_batch`` builds (prompts left-padded to one width, completions after them); rows whose
-context differs in any token or padding do not share. Decoders that take no KV cache, and training forwards
-with activation checkpointing (Hugging Face layers then drop the cache), use the plain pass instead; a
-decoder that accepts a cache but leaves it unfilled raises rather than computing without the context.
+context differs in any token or padding do not share. Decoders that take no KV cache, models with sliding or
+non-full attention layers, and forwards under Hugging Face's own gradient checkpointing
+(``model.gradient_checkpointing_enable()``: its layers drop the cache) use the plain pass instead; a decoder
+that accepts a cache but leaves it unfilled raises rather than computing without the context.
 """
 
 from __future__ import annotations
@@ -64,12 +73,91 @@ def find_shared_prefix(input_ids: Tensor, attention_mask: Tensor, token_mask: Te
     return SharedPrefix(width=width, unique_rows=first, inverse=inverse)
 
 
+def computed_positions(attention_mask: Tensor, shared: SharedPrefix | None) -> tuple[int, int]:
+    """(padded, computed) positions of the trunk's pass over ``attention_mask`` [N, S]: every row's every
+    column for the plain pass; with ``shared``, each distinct context's columns once plus every row's columns
+    from the context's end on. Padded ones are those with mask 0 (``train/padding_share`` = their ratio)."""
+    if shared is None:
+        return int((attention_mask == 0).sum()), int(attention_mask.numel())
+    context = attention_mask[shared.unique_rows, : shared.width]  # [U, c]
+    rest = attention_mask[:, shared.width :]  # [N, S - c]
+    return int((context == 0).sum() + (rest == 0).sum()), int(context.numel() + rest.numel())
+
+
 def _checkpointing(decoder: nn.Module) -> bool:
-    """Whether a training forward will run with activation checkpointing, which makes Hugging Face layers
-    drop the KV cache (``GradientCheckpointingLayer``): the shared pass cannot be used then."""
+    """Whether a training forward will run under Hugging Face's own activation checkpointing, which makes its
+    layers drop the KV cache (``GradientCheckpointingLayer``): the shared pass cannot be used then."""
     if not (decoder.training and torch.is_grad_enabled()):
         return False
     return any(getattr(module, "gradient_checkpointing", False) for module in decoder.modules())
+
+
+def _full_attention(config: Any) -> bool:
+    text = config.get_text_config() if callable(getattr(config, "get_text_config", None)) else config
+    layer_types = getattr(text, "layer_types", None)
+    return layer_types is None or all(t == "full_attention" for t in layer_types)
+
+
+def can_share(decoder: nn.Module) -> bool:
+    """Whether ``forward_shared`` can run on ``decoder``: it takes a KV cache, has a config, only full
+    attention layers, and is not under Hugging Face's gradient checkpointing."""
+    from execrl.rollout.kv_cache import cache_argument_name
+
+    config = getattr(decoder, "config", None)
+    return (
+        cache_argument_name(decoder) is not None
+        and config is not None
+        and _full_attention(config)
+        and not _checkpointing(decoder)
+    )
+
+
+def _context_caches(num_layers: int, inverse: Tensor, groups: int) -> tuple[Any, Any]:
+    """Two ``Cache`` objects over the same per-layer context keys/values (``ContextCache`` in the module doc):
+    the context pass's, which records each layer once (a replay returns its inputs), and the rows' pass's,
+    which reads them and never writes. Separate objects because a checkpointed layer's recompute calls the
+    cache it was first given: the context pass's recompute must record (not read), whenever it runs."""
+    from transformers.cache_utils import Cache, DynamicLayer
+
+    class Recorder(DynamicLayer):  # type: ignore[no-untyped-call]
+        def lazy_initialization(self, key_states: Tensor, value_states: Tensor) -> None:
+            self.device = key_states.device
+            self.is_initialized = True
+
+        def update(
+            self, key_states: Tensor, value_states: Tensor, *args: object, **kwargs: object
+        ) -> tuple[Tensor, Tensor]:
+            if self.keys is None:  # [U, kv, c, d]
+                self.lazy_initialization(key_states, value_states)
+                self.keys, self.values = key_states, value_states
+            return key_states, value_states
+
+        def get_seq_length(self) -> int:
+            return 0 if self.keys is None else int(self.keys.shape[-2])
+
+    class Reader(DynamicLayer):  # type: ignore[no-untyped-call]
+        def __init__(self, context: Recorder) -> None:
+            super().__init__()  # type: ignore[no-untyped-call]
+            self.context = context
+            self.is_initialized = True
+
+        def update(
+            self, key_states: Tensor, value_states: Tensor, *args: object, **kwargs: object
+        ) -> tuple[Tensor, Tensor]:
+            keys, values = self.context.keys, self.context.values
+            assert keys is not None and values is not None
+            if groups == 1:  # [1, kv, c, d] -> [N, kv, c, d] as a view
+                keys = keys.expand(key_states.shape[0], -1, -1, -1)
+                values = values.expand(value_states.shape[0], -1, -1, -1)
+            else:
+                keys, values = keys.index_select(0, inverse), values.index_select(0, inverse)
+            return torch.cat([keys, key_states], dim=-2), torch.cat([values, value_states], dim=-2)
+
+        def get_seq_length(self) -> int:
+            return self.context.get_seq_length()
+
+    recorders = [Recorder() for _ in range(num_layers)]  # type: ignore[no-untyped-call]
+    return Cache(layers=list(recorders)), Cache(layers=[Reader(r) for r in recorders])
 
 
 def forward_shared(
@@ -77,22 +165,19 @@ def forward_shared(
 ) -> Tensor | None:
     """Trunk hidden states [N, S, H] computing each distinct context once; None if the decoder can't.
 
-    The context runs for the ``U`` representatives with a fresh ``DynamicCache``; every layer's keys/values
-    are then re-indexed to the ``N`` rows (``batch_select_indices``), and the rest of each row runs on top
-    of it with the full ``[N, S]`` attention mask, so padding in the context stays masked.
+    The context runs for the ``U`` representatives, filling a ``ContextCache``; the rest of each row then runs
+    on top of it with the full ``[N, S]`` attention mask, so padding in the context stays masked.
     """
-    # Imported here: the trainer itself takes any nn.Module and imports no transformers at module level.
-    from transformers.cache_utils import DynamicCache
-
     from execrl.rollout.kv_cache import cache_argument_name
 
-    kwarg = cache_argument_name(decoder)
-    config = getattr(decoder, "config", None)
-    if kwarg is None or config is None or _checkpointing(decoder):
+    if not can_share(decoder):
         return None
+    kwarg = cache_argument_name(decoder)
+    assert kwarg is not None
     loose: Any = decoder  # Hugging Face API, untyped for nn.Module
+    text_config = loose.config.get_text_config() if hasattr(loose.config, "get_text_config") else loose.config
     c, reps = shared.width, shared.unique_rows
-    cache = DynamicCache(config=config)
+    cache, reader = _context_caches(int(text_config.num_hidden_layers), shared.inverse, int(reps.numel()))
     head = loose(
         input_ids=input_ids[reps, :c],
         attention_mask=attention_mask[reps, :c],
@@ -105,13 +190,12 @@ def forward_shared(
             f"the decoder filled {cache.get_seq_length()} of {c} context positions of the KV cache in the "
             "shared-prompt forward; set TrainerConfig.share_prompt_forward=False for this model"
         )
-    cache.batch_select_indices(shared.inverse)  # [U, ...] -> [N, ...] per layer, differentiable
     tail = loose(
         input_ids=input_ids[:, c:],
         attention_mask=attention_mask,
         position_ids=position_ids[:, c:],
         use_cache=True,
-        **{kwarg: cache},
+        **{kwarg: reader},
     )
     head_hidden: Tensor = head.last_hidden_state  # [U, c, H]
     tail_hidden: Tensor = tail.last_hidden_state  # [N, S - c, H]

@@ -33,9 +33,10 @@ import torch
 from torch import Tensor, nn
 
 from execrl.trainer.batching import microbatch_rows, minibatch_rows
+from execrl.trainer.checkpointing import activation_checkpointing
 from execrl.trainer.config import TrainerConfig, needs_reference
 from execrl.trainer.kl import kl_per_token
-from execrl.trainer.logprobs import Critic, ValueHead, compute_logprobs, policy_forward
+from execrl.trainer.logprobs import Critic, ValueHead, compute_logprobs, policy_forward, shared_layout
 from execrl.trainer.losses import (
     POLICY_LOSSES,
     LossNormaliser,
@@ -45,7 +46,7 @@ from execrl.trainer.losses import (
     loss_normaliser,
     masked_mean,
 )
-from execrl.trainer.prefix import find_shared_prefix
+from execrl.trainer.prefix import computed_positions
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ def _batched_logprobs(model: nn.Module, batch: TrainBatch, config: TrainerConfig
     """No-grad log-probs of the whole batch, micro-batched like the update; [N, S]."""
     out = torch.zeros(batch.input_ids.shape, dtype=torch.float32, device=batch.input_ids.device)
     with torch.no_grad():
-        for rows, columns in _microbatches(batch, config):
+        for rows, columns in _microbatches(model, batch, config):
             part = batch.take(rows, columns)
             logp, _ = compute_logprobs(
                 model,
@@ -184,15 +185,16 @@ def _batched_logprobs(model: nn.Module, batch: TrainBatch, config: TrainerConfig
     return out
 
 
-def _microbatches(batch: TrainBatch, config: TrainerConfig) -> list[tuple[Tensor, slice]]:
+def _microbatches(model: nn.Module, batch: TrainBatch, config: TrainerConfig) -> list[tuple[Tensor, slice]]:
     """Token-budget micro-batches; rows sharing a prompt are kept together when prompts are shared."""
-    shared = (
-        find_shared_prefix(batch.input_ids, batch.attention_mask, batch.response_mask)
-        if config.share_prompt_forward
-        else None
+    shared = shared_layout(
+        model, batch.input_ids, batch.attention_mask, batch.response_mask, share=config.share_prompt_forward
     )
-    groups = None if shared is None else shared.inverse  # [N] context id per row
-    return microbatch_rows(batch.attention_mask, config.tokens_per_microbatch, groups=groups)
+    if shared is None:
+        return microbatch_rows(batch.attention_mask, config.tokens_per_microbatch)
+    return microbatch_rows(  # [N] context id per row; the context counts once per micro-batch
+        batch.attention_mask, config.tokens_per_microbatch, groups=shared.inverse, shared_width=shared.width
+    )
 
 
 def prepare_batch(
@@ -327,13 +329,33 @@ def accumulate_gradients(
     """
     loss_fn = POLICY_LOSSES.get(config.policy_loss)
     totals: dict[str, float] = {}
-    for rows, columns in _microbatches(batch, config):
-        terms = _microbatch_loss(model, batch.take(rows, columns), normaliser, config, loss_fn, value_model)
-        terms.total.backward()  # type: ignore[no-untyped-call]
-        for name, value in terms.metrics.items():
-            combine = max if name == _GAP else operator.add
-            totals[name] = combine(totals.get(name, 0.0), float(value.item()))
+    with activation_checkpointing(model, enabled=config.gradient_checkpointing):
+        for rows, columns in _microbatches(model, batch, config):
+            terms = _microbatch_loss(
+                model, batch.take(rows, columns), normaliser, config, loss_fn, value_model
+            )
+            terms.total.backward()  # type: ignore[no-untyped-call]
+            for name, value in terms.metrics.items():
+                combine = max if name == _GAP else operator.add
+                totals[name] = combine(totals.get(name, 0.0), float(value.item()))
     return totals
+
+
+def padding_share(model: nn.Module, batch: TrainBatch, config: TrainerConfig) -> float:
+    """Padded positions / positions the trunk computes in one epoch's micro-batches of ``batch``
+    (``train/padding_share``). With the shared prompt pass a context counts once per micro-batch; the
+    share depends on the micro-batch layout, so it is measured here, not summed into the loss metrics."""
+    padded = computed = 0
+    for minibatch_idx in minibatch_rows(batch.num_sequences, config.optimizer_steps_per_epoch):
+        minibatch = batch.take(minibatch_idx)
+        for rows, columns in _microbatches(model, minibatch, config):
+            mb = minibatch.take(rows, columns)
+            layout = shared_layout(
+                model, mb.input_ids, mb.attention_mask, mb.response_mask, share=config.share_prompt_forward
+            )
+            mb_padded, mb_computed = computed_positions(mb.attention_mask, layout)
+            padded, computed = padded + mb_padded, computed + mb_computed
+    return padded / computed if computed else 0.0
 
 
 def _optimizer_params(optimizer: torch.optim.Optimizer) -> list[Tensor]:
@@ -364,7 +386,7 @@ def policy_update(
     log-prob| over the first optimizer step's response tokens, computed before any update: with old
     log-probs taken from the rollout it is the generation/training mismatch, for free),
     ``train/grad_norm`` (pre-clip, mean over steps),
-    ``train/lr`` (LR used by this call), ``train/optimizer_steps``, ``train/skipped_steps`` (non-finite grad
+    ``train/lr`` (LR used by this call), ``train/padding_share`` (see ``padding_share``), ``train/optimizer_steps``, ``train/skipped_steps`` (non-finite grad
     norm), ``train/empty_steps`` (mini-batch without response tokens), ``advantage/mean|std|min|max`` (over
     response tokens of valid rows), ``kl/ref_mean`` (token mean of the rollout policy's KL to the reference,
     when reference log-probs exist) and ``perf/tokens_per_s`` (non-pad tokens x epochs / wall time of the call).
@@ -385,6 +407,7 @@ def policy_update(
     metrics = _summarise(outcomes)
     metrics.update(_batch_metrics(batch, config))
     metrics["train/lr"] = learning_rate
+    metrics["train/padding_share"] = padding_share(model, batch, config)
     tokens = float(batch.attention_mask.sum().item()) * config.ppo_epochs
     metrics["perf/tokens_per_s"] = tokens / max(time.perf_counter() - started, 1e-9)
     return metrics

@@ -94,3 +94,25 @@ def test_mixture_weights_and_errors() -> None:
         MixtureSampler({"a": _tasks("a", 2)}, {"a": 1.0, "c": 1.0})
     with pytest.raises(ValueError, match="no tasks after filtering"):
         MixtureSampler({"a": []}, {"a": 1.0})
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        (["rollout.length_rise_factor=2"], "length_rise_max_tokens"),
+        (["rollout.length_rise_factor=2", "rollout.length_rise_max_tokens=512", "algorithm.async_steps=1"],
+         "async_steps=0"),
+        (["algorithm.overlong_buffer_tokens=64", "rollout.max_new_tokens_stages=[[0, 32], [5, 128]]"],
+         "smallest length cap"),
+        (["rollout.max_new_tokens_stages=[[0, 32]]", "refine.max_turns=2"], "single-turn"),
+    ],
+)  # fmt: skip
+def test_length_curriculum_and_overlong_settings_are_checked_at_load(
+    overrides: list[str], needle: str
+) -> None:
+    """The curriculum's and DAPO's knobs fail at load, naming what to set, not mid-run."""
+    with pytest.raises(ConfigError) as info:
+        load_config(None, overrides)
+    assert needle in str(info.value)
+    config = load_config(None, ["rollout.max_new_tokens_stages=[[0, 32], [5, 128]]"])
+    assert config.rollout.max_new_tokens_stages == [(0, 32), (5, 128)]

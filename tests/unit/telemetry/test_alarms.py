@@ -3,7 +3,13 @@ import math
 
 import pytest
 
-from execrl.telemetry.alarms import AlarmEngine, AlarmRule, alarm_rules_from_config, default_alarm_rules
+from execrl.telemetry.alarms import (
+    ALARM_KINDS,
+    AlarmEngine,
+    AlarmRule,
+    alarm_rules_from_config,
+    default_alarm_rules,
+)
 from execrl.telemetry.webhook import WebhookConfig
 
 
@@ -123,7 +129,7 @@ def test_engine_rejects_duplicates_and_webhook_without_url():
 def test_defaults_are_valid_and_unique():
     rules = default_alarm_rules()
     assert len({r.name for r in rules}) == len(rules)
-    assert {r.kind for r in rules} == {"nonfinite", "above", "below", "collapse", "relative_drop", "blowup"}
+    assert {r.kind for r in rules} == set(ALARM_KINDS)
     AlarmEngine(rules)
 
 

@@ -9,6 +9,7 @@ always gives the same tasks and ids, and the two splits of one seed never share 
 | functions    | 640   | 130  | write one Python function (19 families, ~30% difficulty 1)    |
 | stdio        | 116   | 24   | stdin/stdout programs, 12 of them in C++17                    |
 | repository   | 57    | 12   | change one function of a small project without breaking it    |
+| repository-long | 57 | 12   | the same tasks with the whole repository (1,900-7,700 tokens) in the prompt |
 | math         | 440   | 80   | word problems with exact answers                              |
 | structured   | 120   | 30   | JSON answers checked against a schema and expected values     |
 | functions-js | 10    | 2    | 12 ``functions`` problems in JavaScript (call tests)           |
@@ -23,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from execrl.tasks.schema import Task
-from execrl.tasks.suites import functions, math_word, multipl, repository, stdio, structured
+from execrl.tasks.suites import functions, math_word, multipl, repository, repository_long, stdio, structured
 
 SuiteBuilder = Callable[[str, int], list[Task]]
 
@@ -31,6 +32,7 @@ BUILTIN_SUITES: dict[str, SuiteBuilder] = {
     "functions": functions.build,
     "stdio": stdio.build,
     "repository": repository.build,
+    "repository-long": repository_long.build,
     "math": math_word.build,
     "structured": structured.build,
     "functions-js": multipl.build_js,

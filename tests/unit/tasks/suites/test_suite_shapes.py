@@ -16,7 +16,8 @@ TRAIN_MINIMUMS = {"functions": 600, "stdio": 100, "repository": 50, "math": 300,
 
 def test_builtin_suite_names():
     assert sorted(BUILTIN_SUITES) == [
-        "functions", "functions-cpp", "functions-java", "functions-js", "math", "repository", "stdio", "structured",
+        "functions", "functions-cpp", "functions-java", "functions-js", "math", "repository", "repository-long",
+        "stdio", "structured",
     ]  # fmt: skip
 
 
