@@ -54,37 +54,26 @@ import socket
 import stat
 import sys
 
-from execrl.sandbox import jail, linux
-from execrl.sandbox.sessions import kernel, worker
+from execrl.sandbox import jail, linux, seccomp
+from execrl.sandbox.sessions import kernel, userns, worker
 
 # Annotations only (the zygote stays lean, see ``child.py``).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
-FORK_FLAGS = (
-    linux.CLONE_NEWNS | linux.CLONE_NEWPID | linux.CLONE_NEWIPC | linux.CLONE_NEWUTS | linux.CLONE_NEWNET
-)
+FORK_FLAGS = seccomp.TEMPLATE_CLONE_FLAGS  # new pid, mount, ipc, uts and network namespaces
 SAFE_DEVICES = frozenset(os.makedev(1, minor) for minor in (3, 5, 8, 9))  # null, zero, random, urandom
 CHUNK = 1 << 20
 
 
-def _lower_euid(uid: int) -> None:
-    """Setup cells run with the slot's uid as effective uid (no effective capabilities): a barrier
-    against accidents of trusted code, not against malice (the saved uid stays root)."""
-    os.setresgid(-1, uid, -1)
-    os.setresuid(-1, uid, -1)
-
-
-def _raise_euid() -> None:
-    os.setresuid(-1, 0, -1)
-    os.setresgid(-1, 0, -1)
-
-
 def template_main(spec: jail.JailSpec, reader: kernel.Lines, opening: dict[str, Any]) -> NoReturn:
     """The template's loop: setup cells from the job pipe (until the first fork), fork requests from the
-    control socket, and the exit of every fork, reported to the parent."""
-    _lower_euid(spec.uid)
+    control socket, and the exit of every fork, reported to the parent. The parent has moved it into its
+    slot's cgroups (before the warm-start hint it read): a cgroup namespace rooted there, so that a view
+    of the cgroup hierarchy it mounts shows its own slot only."""
+    linux.unshare(linux.CLONE_NEWCGROUP)
+    userns.effective(False)
     worker.write_files(opening)
     namespace = kernel.new_namespace()
     kernel.install_interrupt_handler()
@@ -162,7 +151,7 @@ def _fork_request(
             raise RuntimeError(
                 f"the template runs {_threads()} threads; only a single-threaded process forks"
             )
-        _raise_euid()
+        userns.effective(True)
         pid = linux.clone_process(FORK_FLAGS)
     except (OSError, RuntimeError) as exc:
         reply["error"] = str(exc)
@@ -372,7 +361,13 @@ def _privatise_shared_mappings(shared: list[tuple[bytes, bytes, bytes, bytes, by
     ``/proc/self/mem``, which answers EIO (not SIGBUS) for pages past the end of a mapped file."""
     if not shared:
         return
-    mem = os.open("/proc/self/mem", os.O_RDWR | os.O_CLOEXEC)
+    # Not dumpable (as its template), the fork's /proc files belong to host root, whom its user namespace
+    # does not map: dumpable only while it opens its own memory, before any cell.
+    linux.prctl(linux.PR_SET_DUMPABLE, 1)
+    try:
+        mem = os.open("/proc/self/mem", os.O_RDWR | os.O_CLOEXEC)
+    finally:
+        linux.prctl(linux.PR_SET_DUMPABLE, 0)
     try:
         for low, high, read, write, execute in shared:
             start, end = int(low, 16), int(high, 16)
