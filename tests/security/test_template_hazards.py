@@ -219,17 +219,49 @@ null = os.open("/dev/null", os.O_RDONLY)
 
 def test_setup_cannot_become_root_on_the_host(template: SessionTemplate) -> None:
     """After the prelude tried every uid change: the template's process, seen from the host, has no
-    uid 0 (on main its saved uid was 0, and ``setresuid(0, 0, 0)`` made it host root), and sits in a
-    user namespace of its own that maps no host uid 0."""
+    uid 0 (on main its saved uid was 0, and ``setresuid(0, 0, 0)`` made it host root), sits in a user
+    namespace of its own that maps no host uid 0, and holds no capability beyond the fork path's, none
+    it could pass on through ``execve`` (empty bounding set, ``no_new_privs``), under seccomp."""
     assert template.run_setup("os.getresuid()").value != "(0, 0, 0)"
     pid = template._endpoint.worker.pid
     with open(f"/proc/{pid}/status") as fh:
-        uids = next(line for line in fh if line.startswith("Uid:")).split()[1:]
-    assert "0" not in uids, uids
+        status = dict(line.rstrip("\n").split(":\t", 1) for line in fh if ":\t" in line)
+    assert "0" not in status["Uid"].split(), status["Uid"]
+    from execrl.sandbox.sessions import userns  # here: this file also runs against main, to compare
+
+    assert int(status["CapPrm"], 16) & ~userns.KEPT_CAPABILITIES == 0 and int(status["CapBnd"], 16) == 0
+    assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2"
     assert os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino
     with open(f"/proc/{pid}/uid_map") as fh:
-        host_ids = [int(line.split()[1]) for line in fh]
-    assert 0 not in host_ids
+        host_ids = [(int(first), int(count)) for _, first, count in (line.split() for line in fh)]
+    assert not any(first <= 0 < first + count for first, count in host_ids), host_ids
+
+
+def test_setup_cannot_reach_another_template_or_its_forks(sandbox: Sandbox) -> None:
+    """Template A's setup takes template B's uid (its user namespace maps the whole pool's block, B's
+    slot uid included), then signals B and B's fork by host pid and by pidfd: both lie outside A's pid
+    namespace. Refused on main too (the pid namespace): a guard."""
+    other = sandbox.open_template(setup=["x = 1"], limits=LIMITS)
+    (fork,) = other.fork(1)
+    hostile = sandbox.open_template(setup=[PRELUDE], limits=LIMITS)
+    try:
+        pids = [other._endpoint.worker.pid, *fork._endpoint.slot.pids()] if fork._endpoint.slot else []
+        uid = other._pool.uid_base + other._endpoint.worker.slot
+        code = f"""
+import signal
+attempt(lambda: os.setresuid({uid}, {uid}, {uid}))
+out = {{"uid": str(os.getuid() == {uid})}}
+for pid in {pids or [other._endpoint.worker.pid]}:
+    out["kill %d" % pid] = attempt(lambda: os.kill(pid, signal.SIGKILL))
+    out["pidfd %d" % pid] = attempt(lambda: os.close(os.pidfd_open(pid)))
+out
+"""
+        outcome = _outcome(hostile, code)
+        assert _refused(outcome), outcome
+        assert fork.run("x + 1").value == "2"
+    finally:
+        for session in (hostile, fork, other):
+            session.close()
 
 
 def test_setup_cannot_write_proc_sys(template: SessionTemplate) -> None:

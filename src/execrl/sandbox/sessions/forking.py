@@ -1,15 +1,18 @@
 """Session templates and their forks (jail side): one setup, many isolated copy-on-write sessions.
 
 A *template* is pid 1 of a sandbox built like any session's (fresh pid/mount/ipc/uts/cgroup namespaces,
-its slot's network namespace, a private tmpfs work directory, cgroups) that keeps root: it runs only
-*trusted* setup cells (the task's, never a model's: the parent refuses anything else, and refuses setup
-cells once it has forked) with its effective uid lowered to its slot's uid, and it has no seccomp
-filter, because building a fork's jail needs what the filter refuses (namespaces, mounts, ``setuid``).
+its slot's network namespace, a private tmpfs work directory, cgroups, its slot's uid) inside a user
+namespace of its own, where it keeps the few capabilities building a fork's jail needs (namespaces,
+mounts, ``setuid``) and none on the host, under a seccomp filter that allows the fork path's calls
+(``userns.py``: how, and what a malicious setup cell can and cannot do). It runs only *trusted* setup
+cells (the task's, never a model's: the parent refuses anything else, and refuses setup cells once it
+has forked), with no effective capability while they run.
 
-A *fork* is made by the template itself, ``clone`` with new pid, mount, ipc, uts and network namespaces,
-so its memory is a copy-on-write copy of the template's (a 100 MB dataset is shared, not copied). Before
-any cell of the fork runs, the fork, still root and running only code of the template (which never ran
-an untrusted cell), makes itself a sandbox as separate from its siblings as two independent sandboxes:
+A *fork* is made by the template itself, ``clone`` with new pid, mount, ipc, uts and network namespaces
+(owned by the template's user namespace), so its memory is a copy-on-write copy of the template's (a
+100 MB dataset is shared, not copied). Before any cell of the fork runs, the fork, still holding the
+template's capabilities and running only code of the template (which never ran an untrusted cell),
+makes itself a sandbox as separate from its siblings as two independent sandboxes:
 
 1. descriptors: it keeps only the four pipes the parent made for it (received by the template over its
    control socket, ``SCM_RIGHTS``); every descriptor the setup left open is closed, except read-only
@@ -28,15 +31,19 @@ an untrusted cell), makes itself a sandbox as separate from its siblings as two 
    segments) is replaced by a private copy at the same address, so a write by one sibling is never seen
    by another. Private mappings are copy-on-write already.
 5. random state: ``random`` and ``numpy.random``'s global generators are reseeded (the clone is a raw
-   system call, so no at-fork hook runs in it while it is privileged; the hooks the setup registered run
-   once the fork's init starts the interpreter with ``os.fork``, after step 6, as that fork's code).
+   system call, so no at-fork hook runs in it while it holds capabilities; the hooks the setup
+   registered run once the fork's init starts the interpreter with ``os.fork``, after step 6, as that
+   fork's code).
 6. privileges: a new session, the hard rlimits, its slot's own uid, no capabilities, ``no_new_privs``,
-   not dumpable, the seccomp deny list and Python's allow list (``jail.lock_down``), as every sandbox.
+   not dumpable, the seccomp deny list and Python's allow list (``jail.lock_down``) stacked on the
+   template's filter, as every sandbox.
 
 Then it becomes the fork's init and forks its interpreter (``worker.start_kernel``), which continues from
 the template's namespace. Siblings are in disjoint pid namespaces (none sees another's pids, so no
 signal, ``pidfd_open`` or ``ptrace`` can name one), in disjoint mount, ipc and network namespaces, under
-different uids and cgroups. The template itself is outside every fork's pid and mount namespace.
+different uids and cgroups. The template itself is outside every fork's pid and mount namespace. All
+of this is the template's own code: it holds against untrusted cells of the forks, and against a
+malicious setup cell only in so far as ``userns.py`` says (such a setup owns its own forks).
 
 Standard library only (the zygote imports this module).
 """
