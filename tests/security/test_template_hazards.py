@@ -6,9 +6,11 @@ process can take back (its uids, every permitted capability made effective, as t
 does before it forks) and then tries what host root could: read a host file outside the jail, write a
 host cgroup file, remount the read-only system tree, ``setns``, signal a host process, load a module,
 become uid 0, write ``/proc/sys``, ``ptrace`` its parent, escape through ``/proc/<pid>/root``, open a
-raw socket, ``chroot``. Before the template ran in a user namespace of its own (it kept host root,
-with no seccomp filter, and lowered only its effective uid for setup) most of these succeeded; each
-test's docstring says whether it did. The sandbox fixture runs every test under both seccomp policies.
+raw socket, ``chroot``, reach another template. Before the template ran in a user namespace of its
+own (it kept host root, with no seccomp filter, and lowered only its effective uid for setup) nine of
+these thirteen succeeded; each test's docstring says whether it did. One more test does the same from
+an untrusted cell of a fork, and checks from the host that the fork's processes hold nothing there.
+The sandbox fixture runs every test under both seccomp policies.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from execrl.sandbox import Sandbox, SessionLimits, SessionTemplate
+from execrl.sandbox import CellResult, Sandbox, Session, SessionLimits, SessionTemplate
 from execrl.sandbox.cgroups import CgroupSlot
 
 LIMITS = SessionLimits(cell_timeout_s=10, memory_mb=128, max_processes=16)
@@ -68,7 +70,14 @@ def template(sandbox: Sandbox) -> Iterator[SessionTemplate]:
 
 
 def _outcome(template: SessionTemplate, code: str) -> dict[str, str]:
-    result = template.run_setup(code)
+    return _parsed(template.run_setup(code))
+
+
+def _outcome_of(session: Session, code: str) -> dict[str, str]:
+    return _parsed(session.run(code))
+
+
+def _parsed(result: CellResult) -> dict[str, str]:
     assert result.passed, result
     assert result.value is not None
     outcome = ast.literal_eval(result.value)
@@ -262,6 +271,57 @@ out
     finally:
         for session in (hostile, fork, other):
             session.close()
+
+
+def _host_status(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/status") as fh:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in fh if ":\t" in line)
+
+
+def test_a_forks_cell_is_not_host_root_and_reaches_neither_template_nor_sibling(
+    template: SessionTemplate,
+) -> None:
+    """An untrusted cell of a fork (a model's) runs the prelude (every uid and capability it could take
+    back), then acts as host root would on the template and on its sibling: signal and ``ptrace`` them
+    by host pid, open them by pidfd, write the template's work directory through ``/proc/<pid>/root``,
+    mount, make a user namespace. All refused, and, seen from the host, each of the fork's processes
+    has no uid 0 and no capability, and lives in the template's user namespace (which maps no host
+    uid 0), not the host's. On main every attack was refused too (the fork's own lock-down), but the
+    fork lived in the host's user namespace: a capability its lock-down missed would have been a host
+    capability. Only that last assertion failed there."""
+    template_pid = template._endpoint.worker.pid
+    template_user_ns = os.stat(f"/proc/{template_pid}/ns/user").st_ino
+    a, b = template.fork(2)
+    try:
+        assert a._endpoint.slot is not None and b._endpoint.slot is not None
+        targets = [template_pid, *b._endpoint.slot.pids()]
+        code = f"""
+import signal
+exec(compile({PRELUDE!r}, "<prelude>", "exec"))
+out = {{"uid 0": attempt(lambda: os.setresuid(0, 0, 0)),
+       "mount": attempt(lambda: mount("none", "/tmp", "tmpfs", 0)),
+       "userns": attempt(lambda: check(libc.unshare(0x10000000))),
+       "template files": attempt(lambda: open("/proc/{template_pid}/root/tmp/planted", "w").close())}}
+for pid in {targets}:
+    out["kill %d" % pid] = attempt(lambda: os.kill(pid, signal.SIGKILL))
+    out["ptrace %d" % pid] = attempt(lambda: check(libc.ptrace(0x4206, pid, 0, 0)))  # PTRACE_SEIZE
+    out["pidfd %d" % pid] = attempt(lambda: os.close(os.pidfd_open(pid)))
+out
+"""
+        outcome = _outcome_of(a, code)
+        assert _refused(outcome), outcome
+        host_user_ns = os.stat("/proc/self/ns/user").st_ino
+        for pid in a._endpoint.slot.pids():
+            status = _host_status(pid)
+            assert "0" not in status["Uid"].split(), status["Uid"]
+            assert {status[f"Cap{kind}"] for kind in ("Inh", "Prm", "Eff", "Bnd", "Amb")} == {"0" * 16}
+            assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2"
+            user_ns = os.stat(f"/proc/{pid}/ns/user").st_ino
+            assert user_ns == template_user_ns != host_user_ns
+        assert b.run("'still here'").value == "'still here'"
+    finally:
+        for fork in (a, b):
+            fork.close()
 
 
 def test_setup_cannot_write_proc_sys(template: SessionTemplate) -> None:

@@ -121,7 +121,7 @@ trained against it would learn:
   files or ``/proc/sys``, become host uid 0, ``setns``, ``ptrace``, ``chroot``, open a socket but
   ``AF_UNIX``, or see or signal a process outside its pid namespace (the host, other templates and
   their forks, sessions, runs): ``tests/security/test_template_hazards.py`` (nine of its thirteen
-  attacks worked while the template kept host root; the pid namespace or a kernel without modules
+  setup-cell attacks worked while the template kept host root; the pid namespace or a kernel without modules
   stopped the other four). Over HTTP templates are refused unless the server runs with ``--session-templates``
   (the kernel code they reach). Each fork is cloned by the template's own code into new pid, mount,
   ipc, uts and network namespaces and, before any untrusted byte runs, closes every inherited

@@ -25,8 +25,9 @@ the namespace can write).
 Two details the kernel imposes. A proc is mounted in a user namespace only where a proc is visible
 already (``mount_too_revealing``), and the skeleton has none: a second mount namespace of the zygote
 (``template_root``, made once) holds a proc of an empty pid namespace, whose process ended, on
-``jail.TEMPLATE_PROC``; templates are cloned from it (it lists nothing: no process lives in that pid
-namespace). And mounts copied into a less privileged mount namespace are locked: the template's own
+``jail.TEMPLATE_PROC``; templates are cloned from it (the template and its forks see it, mounted
+``subset=pid`` and listing nothing: no process lives in that pid namespace; they cannot unmount it,
+it is locked). And mounts copied into a less privileged mount namespace are locked: the template's own
 ``/proc`` and work directory are mounted from inside its user namespace, so a fork, whose mount
 namespace the same user namespace owns, can still detach them.
 
@@ -43,6 +44,10 @@ outside the jail, mount a host disk, remount the read-only system tree, write ho
 open a socket other than ``AF_UNIX`` (seccomp), see or signal any process outside its pid namespace
 (the host, other templates and their forks, sessions, runs), or make a user namespace. Its forks
 belong to the same task: a setup that lowers their rewards could have set that task's tests.
+
+Limits: a host without user namespaces (``user.max_user_namespaces`` 0, or a container runtime's
+seccomp profile refusing ``CLONE_NEWUSER``) cannot open templates: ``clone`` says so, and there is no
+fallback to a privileged template. Sessions and runs do not need user namespaces.
 """
 
 from __future__ import annotations
@@ -118,11 +123,13 @@ def clone(flags: int, host_proc: int, uids: tuple[int, int]) -> tuple[int, int]:
     linux.setns(template, linux.CLONE_NEWNS)
     try:
         pid = linux.clone_process(flags | linux.CLONE_NEWUSER)
-    except OSError:
+    except OSError as exc:
         _enter(main)
         for fd in (ready_r, ready_w):
             os.close(fd)
-        raise
+        # No fallback to a template with host privileges: the template is refused instead.
+        message = f"a session template needs a user namespace of its own ({exc.strerror}; see sysctl "
+        raise OSError(exc.errno, message + "user.max_user_namespaces)") from exc
     if pid == 0:
         os.close(ready_w)
         return 0, ready_r
