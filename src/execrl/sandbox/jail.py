@@ -298,7 +298,8 @@ def lock_down(spec: JailSpec) -> None:
 
 
 def remount_own(spec: JailSpec) -> None:
-    """In a fork of a session template (its own new mount namespace, still root): detach the template's
+    """In a fork of a session template (its own new mount namespace, still holding the template's
+    capabilities, inside the template's user namespace, ``sessions/userns.py``): detach the template's
     ``/proc`` (which lists the template's pid namespace, every sibling fork included) and work directory,
     and mount this sandbox's own (``sessions/forking.py`` copies the files over first)."""
     linux.umount2("/proc", linux.MNT_DETACH)
