@@ -37,7 +37,9 @@ can corrupt its own forks' initial state and whatever they inherit, make them sk
 share a channel (the fork path is code in its process), use the kept capabilities inside its own user
 namespace (new pid, mount, ipc, uts and network namespaces of its own; mount file systems a user
 namespace may mount: tmpfs, proc, cgroup views of its own slot, overlayfs; the kernel code behind
-them is reachable, the user-namespace attack surface), and use its slot's CPU, memory and processes.
+them is reachable, the user-namespace attack surface), use its slot's CPU, memory and processes, and
+take any uid of the pool's block (its forks need theirs mapped), other sandboxes' uids included:
+what keeps it from signalling their processes is its pid namespace, which shows none of them.
 What it cannot do: anything that needs a capability in the host's user namespace (read host files
 outside the jail, mount a host disk, remount the read-only system tree, write host cgroup files or
 ``/proc/sys``, load modules, change the clock), become host uid 0, ``setns``, ``ptrace``, ``chroot``,
