@@ -247,17 +247,18 @@ def test_one_forks_bombs_leave_its_sibling_working(template: SessionTemplate) ->
         memory = a.run("x = bytearray(400 << 20)")
         assert memory.verdict is Verdict.MEMORY_LIMIT
         fork_bomb = "while True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
-        assert _forks_survive(b, fork_bomb)
+        _assert_forks_survive(b, fork_bomb)
     finally:
         _close(forks)
 
 
-def _forks_survive(session: Session, bomb: str) -> bool:
+def _assert_forks_survive(session: Session, bomb: str) -> None:
+    """The bomb's cell ends, the session lives and still starts a process (both results in the message:
+    this failed twice in full security runs on a heavily loaded machine, not reproduced alone)."""
     result = session.run(bomb, timeout_s=0.5)
-    return (
-        result.session_alive
-        and session.run("import subprocess\nsubprocess.run(['true']).returncode").value == "0"
-    )
+    assert result.session_alive, result
+    after = session.run("import subprocess\nsubprocess.run(['true']).returncode")
+    assert after.value == "0", (result, after)
 
 
 def test_template_setup_runs_without_root(sandbox: Sandbox) -> None:

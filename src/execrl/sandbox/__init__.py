@@ -106,10 +106,24 @@ trained against it would learn:
   a ``SessionTemplate`` forks, and it runs only trusted setup cells (a task's code, never a model's);
   a session that ran an untrusted cell never forks, because anything in its process (``os.fork``,
   at-fork hooks, this package's own functions) may have been replaced, and isolation between copies of
-  it could not be set up by code running in it. The template keeps root in its jail (no seccomp
-  filter; its setup cells run with its slot's uid as effective uid, a barrier against accidents only,
-  so a malicious setup cell is root on the host: over HTTP templates are refused unless the server runs
-  with ``--session-templates``). Each fork is cloned by the template's own code into new pid, mount,
+  it could not be set up by code running in it. The template is unprivileged on the host
+  (``sessions/userns.py``): the zygote clones it into a user namespace of its own whose maps it writes
+  (the pool's block of uids, each to itself; no host uid 0, so nothing inside is ever root), where it
+  runs as its slot's uid holding only the capabilities its forks' jails need (``CAP_SYS_ADMIN``,
+  ``SETUID``/``SETGID``, ``CHOWN``, ``FOWNER``, ``DAC_OVERRIDE``, none effective while setup cells run;
+  empty bounding set, ``no_new_privs``, not dumpable) under the deny list's template variant (which
+  allows ``mount`` with a fork's flags only, ``umount2`` detaching, ``unshare`` of a cgroup namespace,
+  ``clone`` with a fork's namespaces but never a user namespace); the parent moves every process into
+  its cgroups. A malicious setup cell (task files come from imported datasets) owns its template and so
+  its forks' initial state, and can use those capabilities in namespaces of its own (tmpfs, proc,
+  overlayfs and cgroup-view mounts: kernel code a user namespace reaches); it cannot read or write a
+  host file outside the jail, mount a host disk, remount the system tree writable, write host cgroup
+  files or ``/proc/sys``, become host uid 0, ``setns``, ``ptrace``, ``chroot``, open a socket but
+  ``AF_UNIX``, or see or signal a process outside its pid namespace (the host, other templates and
+  their forks, sessions, runs): ``tests/security/test_template_hazards.py`` (nine of its thirteen
+  setup-cell attacks worked while the template kept host root; the pid namespace or a kernel without modules
+  stopped the other four). Over HTTP templates are refused unless the server runs with ``--session-templates``
+  (the kernel code they reach). Each fork is cloned by the template's own code into new pid, mount,
   ipc, uts and network namespaces and, before any untrusted byte runs, closes every inherited
   descriptor but its own four pipes (read-only system files and ``/dev/null``-like devices aside;
   work-directory files are reopened on its copy), waits to be moved into its own slot's cgroups and

@@ -301,8 +301,8 @@ def _add_session_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--session-templates",
         action="store_true",
-        help="serve session templates (forkable; their setup cells run with the jail's root privileges: "
-        "only for clients whose setup code you trust)",
+        help="serve session templates (forkable; their setup cells hold the capabilities a fork's jail "
+        "needs, inside the template's own user namespace: only for clients whose setup code you trust)",
     )
 
 

@@ -45,6 +45,10 @@ ROOT_MOUNT = "/tmp"  # where the new root is assembled, inside the private mount
 WORKDIR = "/tmp"  # the work directory, as the candidate sees it
 DEVICES = ("null", "zero", "random", "urandom")
 TOP_LEVEL_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# An empty directory of the skeleton. In a session template's mount namespace a proc of an empty pid
+# namespace sits on it, because the kernel mounts a proc in a user namespace only where one is visible
+# already (``sessions/userns.py``); every other sandbox sees the empty directory.
+TEMPLATE_PROC = "/.template-proc"
 # The worker is cloned straight into these, from the zygote, which lives in the template mount namespace.
 # No CLONE_NEWNET: the worker joins its slot's network namespace, made once (``make_network_namespaces``);
 # CLONE_FLAGS_OWN_NET is the fallback for a slot that has none.
@@ -94,7 +98,8 @@ class JailSpec:
         role: str = "run",
     ) -> None:
         """``role``: ``"run"`` (the harness, ``harness.main``), ``"session"`` or ``"template"``
-        (``sessions/worker.py``; a template keeps root to build its forks' jails, ``sessions/forking.py``)."""
+        (``sessions/worker.py``; a template runs in a user namespace of its own and keeps the capabilities
+        its forks' jails need there, ``sessions/userns.py``)."""
         self.role = role
         self.isolate = isolate
         self.uid = uid
@@ -154,7 +159,7 @@ def build_template_root(
     linux.mount(
         "execrl-root", root, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV, "size=1m,nr_inodes=512,mode=755"
     )
-    for name in ("usr", "etc", "proc", "dev", "tmp", ".old"):
+    for name in ("usr", "etc", "proc", "dev", "tmp", ".old", TEMPLATE_PROC.lstrip("/")):
         os.mkdir(f"{root}/{name}")
     _ro_bind("/usr", f"{root}/usr")
     for name in TOP_LEVEL_LINKS:
@@ -238,11 +243,14 @@ def prepare_zygote(isolate: bool) -> None:
     """Once, in the zygote: what every worker would otherwise redo and inherits instead. Signals back to
     their defaults (the zygote has no terminal and dies with its parent's socket anyway) and, for the
     strict backend, an empty capability bounding set (the zygote never ``execve``s, so it loses nothing:
-    its effective capabilities stay). Each redone in a worker cost ~60 page faults (~0.2 ms)."""
+    its effective capabilities stay). Each redone in a worker cost ~60 page faults (~0.2 ms). No
+    supplementary groups either: a session template's user namespace cannot drop them (``setgroups`` is
+    denied there), and a host group kept would still grant its file access."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_DFL)
     if isolate:
         linux.drop_bounding_set()
+        os.setgroups([])
 
 
 def _drop_privileges(spec: JailSpec) -> None:
@@ -257,7 +265,8 @@ def _drop_privileges(spec: JailSpec) -> None:
     an effective uid of its own as a second wall behind seccomp; measured, it cost about 1 ms of p50 per
     execution inside the jail (interleaved runs of 200 ``print(1)``: 5.37 vs 4.12 ms; cause in the kernel
     not found), a quarter of the whole budget, for a call seccomp already refuses."""
-    os.setgroups([])
+    if os.getgroups():  # none since ``prepare_zygote``; a template's forks could not call it (``setgroups``)
+        os.setgroups([])
     os.setresgid(spec.uid, spec.uid, spec.uid)
     os.setresuid(spec.uid, spec.uid, spec.uid)
     linux.clear_all_capabilities()
@@ -268,8 +277,8 @@ def _drop_privileges(spec: JailSpec) -> None:
 
 def isolate_pid1(spec: JailSpec) -> str:
     """Run in ``P`` (pid 1 of the new namespaces, in a copy of the template root): mount its own
-    ``/proc`` and work directory, drop privileges (except a session template's, which keeps root to
-    build its forks' jails: ``sessions/forking.py``). Returns the work directory."""
+    ``/proc`` and work directory, drop privileges (a session template locks down on its own terms after
+    this, ``sessions/userns.py``). Returns the work directory."""
     os.setsid()
     _mount_own(spec)
     linux.sethostname("sandbox")
@@ -289,7 +298,8 @@ def lock_down(spec: JailSpec) -> None:
 
 
 def remount_own(spec: JailSpec) -> None:
-    """In a fork of a session template (its own new mount namespace, still root): detach the template's
+    """In a fork of a session template (its own new mount namespace, still holding the template's
+    capabilities, inside the template's user namespace, ``sessions/userns.py``): detach the template's
     ``/proc`` (which lists the template's pid namespace, every sibling fork included) and work directory,
     and mount this sandbox's own (``sessions/forking.py`` copies the files over first)."""
     linux.umount2("/proc", linux.MNT_DETACH)

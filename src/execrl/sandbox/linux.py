@@ -156,6 +156,16 @@ def clear_all_capabilities() -> None:
     _check(int(rc), "capset(0)")
 
 
+def set_capabilities(permitted: int, effective: int) -> None:
+    """capset: these permitted and effective sets (bit ``n`` is capability ``n``; inheritable empty) for
+    this thread. A session template keeps a few in its own user namespace (``sessions/userns.py``)."""
+    data = (_CapData * 2)()
+    for word in (0, 1):
+        data[word].permitted = (permitted >> (32 * word)) & 0xFFFFFFFF
+        data[word].effective = (effective >> (32 * word)) & 0xFFFFFFFF
+    _check(int(_libc.syscall(SYS_CAPSET, ctypes.byref(_CAP_HEADER), ctypes.byref(data))), "capset")
+
+
 def drop_bounding_set() -> None:
     """Remove every capability from the bounding set (needs CAP_SETPCAP, i.e. do it before setuid)."""
     with open("/proc/sys/kernel/cap_last_cap") as fh:

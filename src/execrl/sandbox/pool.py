@@ -371,8 +371,11 @@ class WorkerPool:
             "role": role,
         }
         self.pending[token] = (slot, key)
+        command: dict[str, Any] = {"op": "spawn", "token": token, "spec": spec}
+        if role == "template":  # the uids its user namespace maps: the block's (``sessions/userns.py``)
+            command["uids"] = [self.uid_base, self.slots]
         try:
-            self.sock.send(json.dumps({"op": "spawn", "token": token, "spec": spec}).encode())
+            self.sock.send(json.dumps(command).encode())
         except OSError:
             self.pending.pop(token, None)
             self.unhinted.discard(token)

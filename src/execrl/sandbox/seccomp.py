@@ -84,6 +84,7 @@ _OFF_NR = 0
 _OFF_ARCH = 4
 _OFF_ARG0_LO = 16
 _OFF_ARG1_LO = 24
+_OFF_ARG3_LO, _OFF_ARG3_HI = 40, 44
 
 
 SYS_IOCTL = 16
@@ -169,6 +170,20 @@ DENIED_SYSCALLS: dict[str, int] = {
 # The namespace bits of clone(2)'s flags (CLONE_NEWTIME is 0x80 but only reachable via clone3/unshare).
 CLONE_NAMESPACE_MASK = linux.NAMESPACE_FLAGS
 
+# A session template's filter (``build_filter(template=True)``, ``sessions/userns.py``): the deny list
+# but for what the fork path of ``sessions/forking.py`` needs, each only with that path's arguments:
+# ``mount`` with the flags of a fork's ``/proc`` or work directory (no bind, remount, move or
+# propagation change), ``umount2`` detaching, ``unshare`` of a cgroup namespace alone, and ``clone``
+# with a fork's namespaces (never a user or cgroup namespace).
+TEMPLATE_CALLS = {"mount": 165, "umount2": 166, "unshare": 272}
+TEMPLATE_MOUNT_FLAGS = (
+    linux.MS_NOSUID | linux.MS_NODEV,
+    linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC,
+)
+TEMPLATE_CLONE_FLAGS = (
+    linux.CLONE_NEWNS | linux.CLONE_NEWPID | linux.CLONE_NEWIPC | linux.CLONE_NEWUTS | linux.CLONE_NEWNET
+)
+
 
 Instruction = tuple[int, int, int, int]
 
@@ -208,7 +223,18 @@ def _args_equal(checks: tuple[tuple[int, int], ...], deny: int) -> list[Instruct
     return [*body, _stmt(_RET_K, SECCOMP_RET_ALLOW), _stmt(_RET_K, deny)]
 
 
-def _argument_rules() -> list[Instruction]:
+def _template_rules() -> list[Instruction]:
+    """``TEMPLATE_CALLS`` with the arguments a template's fork path uses; anything else -> EPERM."""
+    allow, eperm = SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | errno.EPERM
+    low_flags = _arg_switch(_OFF_ARG3_LO, ((TEMPLATE_MOUNT_FLAGS, allow),), eperm)
+    high_flags = [_stmt(_LD_W_ABS, _OFF_ARG3_HI), _jump(_JEQ_K, 0, 0, len(low_flags))]  # high word 0
+    prog = _rule(TEMPLATE_CALLS["mount"], [*high_flags, *low_flags, _stmt(_RET_K, eperm)])
+    detach, cgroup = (((linux.MNT_DETACH,), allow),), (((linux.CLONE_NEWCGROUP,), allow),)
+    prog += _rule(TEMPLATE_CALLS["umount2"], _arg_switch(_OFF_ARG1_LO, detach, eperm))
+    return prog + _rule(TEMPLATE_CALLS["unshare"], _arg_switch(_OFF_ARG0_LO, cgroup, eperm))
+
+
+def _argument_rules(clone_mask: int = CLONE_NAMESPACE_MASK) -> list[Instruction]:
     allow, eperm = SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | errno.EPERM
     enolck = SECCOMP_RET_ERRNO | errno.ENOLCK
     only_self = {
@@ -223,7 +249,7 @@ def _argument_rules() -> list[Instruction]:
     unix_only = _arg_switch(_OFF_ARG0_LO, (((AF_UNIX,), allow),), eperm)
     prog = _rule(SYS_SOCKET, unix_only) + _rule(SYS_SOCKETPAIR, unix_only)
     prog += _rule(SYS_IOCTL, _arg_switch(_OFF_ARG1_LO, (((TIOCSTI, TIOCLINUX), eperm),), allow))
-    clone_body = [_stmt(_LD_W_ABS, _OFF_ARG0_LO), _jump(_JSET_K, CLONE_NAMESPACE_MASK, 0, 1)]
+    clone_body = [_stmt(_LD_W_ABS, _OFF_ARG0_LO), _jump(_JSET_K, clone_mask, 0, 1)]
     prog += _rule(SYS_CLONE, [*clone_body, _stmt(_RET_K, eperm), _stmt(_RET_K, allow)])
     prog += _rule(SYS_CLONE3, [_stmt(_RET_K, SECCOMP_RET_ERRNO | errno.ENOSYS)])
     fcntl_cases = ((FCNTL_LOCK_COMMANDS, enolck), ((F_NOTIFY, F_SETLEASE), eperm))
@@ -239,8 +265,9 @@ def _pack(prog: list[Instruction]) -> bytes:
     return b"".join(struct.pack("HBBI", code, jt, jf, k) for code, jt, jf, k in prog)
 
 
-def build_filter() -> bytes:
-    """Assemble the deny-list filter; returns the packed ``struct sock_filter`` array."""
+def build_filter(*, template: bool = False) -> bytes:
+    """Assemble the deny-list filter; returns the packed ``struct sock_filter`` array. ``template``: a
+    session template's variant (``TEMPLATE_CALLS``)."""
     eperm = SECCOMP_RET_ERRNO | errno.EPERM
     prog: list[Instruction] = [
         _stmt(_LD_W_ABS, _OFF_ARCH),
@@ -250,8 +277,11 @@ def build_filter() -> bytes:
         _jump(_JGE_K, X32_SYSCALL_BIT, 0, 1),
         _stmt(_RET_K, SECCOMP_RET_KILL_PROCESS),
     ]
-    prog += _argument_rules()
-    denied = sorted(set(DENIED_SYSCALLS.values()))
+    if template:
+        prog += _template_rules() + _argument_rules(CLONE_NAMESPACE_MASK & ~TEMPLATE_CLONE_FLAGS)
+    else:
+        prog += _argument_rules()
+    denied = sorted(set(DENIED_SYSCALLS.values()) - (set(TEMPLATE_CALLS.values()) if template else set()))
     for index, number in enumerate(denied):
         # Jump to the shared "return EPERM" at the end when equal.
         remaining = len(denied) - index - 1

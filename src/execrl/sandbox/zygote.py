@@ -42,6 +42,7 @@ import traceback
 
 from execrl.sandbox import child, harness, jail, linux, seccomp
 from execrl.sandbox.sessions import forking as _session_forking  # noqa: F401 - the jail sees no source
+from execrl.sandbox.sessions import userns as template_userns
 from execrl.sandbox.sessions import worker as session_worker
 
 # Annotations only: importing ``typing`` would add ~2 MB to the zygote, and to every fork of it.
@@ -158,6 +159,8 @@ def _pid1(spec: jail.JailSpec, job_r: int, res_w: int, out_w: int, err_w: int, c
         os.closerange(RESULT_FD + 1 + (control >= 0), 1 << 16)
         try:
             workdir = jail.isolate_pid1(spec) if spec.isolate else jail.isolate_unisolated(spec)
+            if spec.isolate and spec.role == "template":
+                template_userns.lock_down(spec)
         except BaseException as exc:  # noqa: BLE001 - any set-up failure is reported as a sandbox error
             message = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
             os.write(RESULT_FD, (json.dumps({"kind": "setup_error", "message": message}) + "\n").encode())
@@ -182,6 +185,7 @@ def spawn(sock: socket.socket, command: dict[str, Any], filters: seccomp.Filters
         parent_ends.append(ours.detach())
         control = theirs.detach()
     reply: dict[str, Any] = {"token": command["token"]}
+    ready = -1
     try:
         flags = jail.CLONE_FLAGS_OWN_NET
         if spec.isolate and spec.slot < len(_netns_fds):
@@ -189,7 +193,11 @@ def spawn(sock: socket.socket, command: dict[str, Any], filters: seccomp.Filters
             # system call here, where it touches no fresh pages, instead of one in the worker.
             linux.setns(_netns_fds[spec.slot], linux.CLONE_NEWNET)
             flags = jail.CLONE_FLAGS
-        pid = linux.clone_process(flags) if spec.isolate else os.fork()
+        if spec.isolate and spec.role == "template":  # its own user namespace (``sessions/userns.py``)
+            template_userns.prepare_filter()
+            pid, ready = template_userns.clone(flags, _host_proc[0], tuple(command["uids"]))
+        else:
+            pid = linux.clone_process(flags) if spec.isolate else os.fork()
     except OSError as exc:
         pid = -1
         reply["error"] = f"could not create the worker: {exc}"
@@ -197,6 +205,8 @@ def spawn(sock: socket.socket, command: dict[str, Any], filters: seccomp.Filters
         try:
             for fd in (sock.fileno(), *parent_ends):
                 os.close(fd)
+            if ready >= 0:
+                template_userns.become(ready, spec.uid)
             _pid1(spec, job_r, res_w, out_w, err_w, control)
         finally:
             os._exit(1)

@@ -145,3 +145,44 @@ def test_every_traced_call_is_allowed_or_on_the_deny_list(language: str) -> None
     allowed = syscalls.LANGUAGE_SYSCALLS[language]
     assert traced - allowed <= set(seccomp.DENIED_SYSCALLS) | syscalls.REFUSED_ON_PURPOSE
     assert not allowed & syscalls.REFUSED_ON_PURPOSE
+
+
+def test_template_filter_allows_the_fork_path_and_nothing_more() -> None:
+    """A session template's variant (``sessions/userns.py``): ``mount`` with a fork's ``/proc`` or work
+    directory flags only (not a remount, bind, move, a flag in the high word or no flags), ``umount2``
+    detaching, ``unshare`` of a cgroup namespace alone, ``clone`` with a fork's namespaces but never a
+    user or cgroup namespace; the plain deny list refuses all of them, and the template's keeps the rest
+    of the deny list (``setns``, ``ptrace``, ``chroot``, socket families)."""
+    template, plain = seccomp.build_filter(template=True), seccomp.build_filter()
+    mount, umount2, unshare, clone = 165, 166, 272, 56
+    nosuid_nodev, with_noexec = 0x6, 0xE
+    allowed = [
+        (mount, (0, 0, 0, nosuid_nodev)),
+        (mount, (0, 0, 0, with_noexec)),
+        (umount2, (0, 2)),
+        (unshare, (0x02000000,)),
+        (clone, (seccomp.TEMPLATE_CLONE_FLAGS,)),
+        (clone, (0x01200011,)),  # glibc's fork: no namespace
+    ]
+    refused = [
+        (mount, (0, 0, 0, 0)),
+        (mount, (0, 0, 0, 0x1020)),  # MS_REMOUNT | MS_BIND
+        (mount, (0, 0, 0, 0x1006)),  # a bind with the allowed flags
+        (mount, (0, 0, 0, (1 << 32) | nosuid_nodev)),
+        (umount2, (0, 0)),
+        (unshare, (0x10000000,)),  # a user namespace
+        (unshare, (0x02000000 | 0x20000,)),  # cgroup and mount
+        (clone, (0x10000000 | 0x11,)),
+        (clone, (0x02000000 | 0x11,)),
+        (seccomp.DENIED_SYSCALLS["setns"], (0, 0)),
+        (seccomp.DENIED_SYSCALLS["ptrace"], (16, 1)),
+        (seccomp.DENIED_SYSCALLS["chroot"], (0,)),
+        (seccomp.SYS_SOCKET, (17, 3, 0)),  # AF_PACKET
+    ]
+    for nr, args in allowed:
+        assert run_bpf(template, nr, args) == ALLOW, (nr, args)
+        assert run_bpf(plain, nr, args) == (ALLOW if nr == clone and args == (0x01200011,) else EPERM)
+    for nr, args in refused:
+        assert run_bpf(template, nr, args) == EPERM, (nr, args)
+        assert run_bpf(plain, nr, args) == EPERM, (nr, args)
+    assert run_bpf(template, 0, ()) == ALLOW and run_bpf(template, 1, (), arch=0x40000003) == KILL

@@ -13,8 +13,8 @@
 A ``Session`` runs untrusted cells (a model's); it never forks (``fork`` raises ``SessionForkError``:
 a process that ran untrusted code may have replaced anything a fork would run, so isolation between
 copies of it could not be guaranteed). A ``SessionTemplate`` runs *trusted* setup cells only (a task's
-own code: they run with the template's privileges, see ``forking.py``) and forks into sessions that
-are as isolated from each other as independent sandboxes. Both are thread-safe (one cell at a time)
+own code, run unprivileged on the host: what a malicious one can do is in its docstring) and forks into
+sessions that are as isolated from each other as independent sandboxes. Both are thread-safe (one cell at a time)
 and have async twins (``arun``, ``afork``). A cell's failure, limit or crash is a ``CellResult`` (the
 table in ``types.py``), never an exception; only misuse (a closed session, a refused fork) and the
 sandbox itself failing raise.

@@ -1,15 +1,18 @@
 """Session templates and their forks (jail side): one setup, many isolated copy-on-write sessions.
 
 A *template* is pid 1 of a sandbox built like any session's (fresh pid/mount/ipc/uts/cgroup namespaces,
-its slot's network namespace, a private tmpfs work directory, cgroups) that keeps root: it runs only
-*trusted* setup cells (the task's, never a model's: the parent refuses anything else, and refuses setup
-cells once it has forked) with its effective uid lowered to its slot's uid, and it has no seccomp
-filter, because building a fork's jail needs what the filter refuses (namespaces, mounts, ``setuid``).
+its slot's network namespace, a private tmpfs work directory, cgroups, its slot's uid) inside a user
+namespace of its own, where it keeps the few capabilities building a fork's jail needs (namespaces,
+mounts, ``setuid``) and none on the host, under a seccomp filter that allows the fork path's calls
+(``userns.py``: how, and what a malicious setup cell can and cannot do). It runs only *trusted* setup
+cells (the task's, never a model's: the parent refuses anything else, and refuses setup cells once it
+has forked), with no effective capability while they run.
 
-A *fork* is made by the template itself, ``clone`` with new pid, mount, ipc, uts and network namespaces,
-so its memory is a copy-on-write copy of the template's (a 100 MB dataset is shared, not copied). Before
-any cell of the fork runs, the fork, still root and running only code of the template (which never ran
-an untrusted cell), makes itself a sandbox as separate from its siblings as two independent sandboxes:
+A *fork* is made by the template itself, ``clone`` with new pid, mount, ipc, uts and network namespaces
+(owned by the template's user namespace), so its memory is a copy-on-write copy of the template's (a
+100 MB dataset is shared, not copied). Before any cell of the fork runs, the fork, still holding the
+template's capabilities and running only code of the template (which never ran an untrusted cell),
+makes itself a sandbox as separate from its siblings as two independent sandboxes:
 
 1. descriptors: it keeps only the four pipes the parent made for it (received by the template over its
    control socket, ``SCM_RIGHTS``); every descriptor the setup left open is closed, except read-only
@@ -28,15 +31,19 @@ an untrusted cell), makes itself a sandbox as separate from its siblings as two 
    segments) is replaced by a private copy at the same address, so a write by one sibling is never seen
    by another. Private mappings are copy-on-write already.
 5. random state: ``random`` and ``numpy.random``'s global generators are reseeded (the clone is a raw
-   system call, so no at-fork hook runs in it while it is privileged; the hooks the setup registered run
-   once the fork's init starts the interpreter with ``os.fork``, after step 6, as that fork's code).
+   system call, so no at-fork hook runs in it while it holds capabilities; the hooks the setup
+   registered run once the fork's init starts the interpreter with ``os.fork``, after step 6, as that
+   fork's code).
 6. privileges: a new session, the hard rlimits, its slot's own uid, no capabilities, ``no_new_privs``,
-   not dumpable, the seccomp deny list and Python's allow list (``jail.lock_down``), as every sandbox.
+   not dumpable, the seccomp deny list and Python's allow list (``jail.lock_down``) stacked on the
+   template's filter, as every sandbox.
 
 Then it becomes the fork's init and forks its interpreter (``worker.start_kernel``), which continues from
 the template's namespace. Siblings are in disjoint pid namespaces (none sees another's pids, so no
 signal, ``pidfd_open`` or ``ptrace`` can name one), in disjoint mount, ipc and network namespaces, under
-different uids and cgroups. The template itself is outside every fork's pid and mount namespace.
+different uids and cgroups. The template itself is outside every fork's pid and mount namespace. All
+of this is the template's own code: it holds against untrusted cells of the forks, and against a
+malicious setup cell only in so far as ``userns.py`` says (such a setup owns its own forks).
 
 Standard library only (the zygote imports this module).
 """
@@ -54,37 +61,26 @@ import socket
 import stat
 import sys
 
-from execrl.sandbox import jail, linux
-from execrl.sandbox.sessions import kernel, worker
+from execrl.sandbox import jail, linux, seccomp
+from execrl.sandbox.sessions import kernel, userns, worker
 
 # Annotations only (the zygote stays lean, see ``child.py``).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
-FORK_FLAGS = (
-    linux.CLONE_NEWNS | linux.CLONE_NEWPID | linux.CLONE_NEWIPC | linux.CLONE_NEWUTS | linux.CLONE_NEWNET
-)
+FORK_FLAGS = seccomp.TEMPLATE_CLONE_FLAGS  # new pid, mount, ipc, uts and network namespaces
 SAFE_DEVICES = frozenset(os.makedev(1, minor) for minor in (3, 5, 8, 9))  # null, zero, random, urandom
 CHUNK = 1 << 20
 
 
-def _lower_euid(uid: int) -> None:
-    """Setup cells run with the slot's uid as effective uid (no effective capabilities): a barrier
-    against accidents of trusted code, not against malice (the saved uid stays root)."""
-    os.setresgid(-1, uid, -1)
-    os.setresuid(-1, uid, -1)
-
-
-def _raise_euid() -> None:
-    os.setresuid(-1, 0, -1)
-    os.setresgid(-1, 0, -1)
-
-
 def template_main(spec: jail.JailSpec, reader: kernel.Lines, opening: dict[str, Any]) -> NoReturn:
     """The template's loop: setup cells from the job pipe (until the first fork), fork requests from the
-    control socket, and the exit of every fork, reported to the parent."""
-    _lower_euid(spec.uid)
+    control socket, and the exit of every fork, reported to the parent. The parent has moved it into its
+    slot's cgroups (before the warm-start hint it read): a cgroup namespace rooted there, so that a view
+    of the cgroup hierarchy it mounts shows its own slot only."""
+    linux.unshare(linux.CLONE_NEWCGROUP)
+    userns.effective(False)
     worker.write_files(opening)
     namespace = kernel.new_namespace()
     kernel.install_interrupt_handler()
@@ -162,7 +158,7 @@ def _fork_request(
             raise RuntimeError(
                 f"the template runs {_threads()} threads; only a single-threaded process forks"
             )
-        _raise_euid()
+        userns.effective(True)
         pid = linux.clone_process(FORK_FLAGS)
     except (OSError, RuntimeError) as exc:
         reply["error"] = str(exc)
@@ -372,7 +368,13 @@ def _privatise_shared_mappings(shared: list[tuple[bytes, bytes, bytes, bytes, by
     ``/proc/self/mem``, which answers EIO (not SIGBUS) for pages past the end of a mapped file."""
     if not shared:
         return
-    mem = os.open("/proc/self/mem", os.O_RDWR | os.O_CLOEXEC)
+    # Not dumpable (as its template), the fork's /proc files belong to host root, whom its user namespace
+    # does not map: dumpable only while it opens its own memory, before any cell.
+    linux.prctl(linux.PR_SET_DUMPABLE, 1)
+    try:
+        mem = os.open("/proc/self/mem", os.O_RDWR | os.O_CLOEXEC)
+    finally:
+        linux.prctl(linux.PR_SET_DUMPABLE, 0)
     try:
         for low, high, read, write, execute in shared:
             start, end = int(low, 16), int(high, 16)

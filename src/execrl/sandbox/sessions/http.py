@@ -14,10 +14,11 @@ session_alive...). Caps (``SessionServiceConfig``, the ``--session-*`` options o
 sessions open at once (429 above), ``limits.lifetime_s``, ``limits.memory_mb`` and
 ``limits.max_output_bytes`` (422 naming the field), forks per call (422). Bad input answers 422 naming
 the field, an unknown session 404, a fork of a session that is not a template 409, as JSON in the
-service's error shape. Templates run their setup cells with the privileges a fork's jail needs
-(``forking.py``), so they are refused (403) unless the server was started with ``--session-templates``:
-allow them only for clients whose setup code you trust. Every session the server opened is killed when
-it stops.
+service's error shape. Templates run their setup cells with the capabilities a fork's jail needs inside
+the template's own user namespace (none on the host, ``userns.py``), which reach more kernel code than a
+session's cells do, so they are refused (403) unless the server was started with
+``--session-templates``: allow them only for clients whose setup code you trust. Every session the
+server opened is killed when it stops.
 """
 
 from __future__ import annotations
@@ -211,8 +212,9 @@ class _Endpoints:
         limits = self.limits(body.limits)
         if body.template and not self.config.allow_templates:
             message = (
-                "session templates are off on this server: their setup cells run with the privileges a "
-                "fork's jail needs; start it with --session-templates for clients whose setup you trust"
+                "session templates are off on this server: their setup cells run with the capabilities a "
+                "fork's jail needs (inside the template's own user namespace); start it with "
+                "--session-templates for clients whose setup you trust"
             )
             return refusal(403, "template", message, "forbidden")
         if body.setup and not body.template:

@@ -49,7 +49,22 @@ class SessionTemplate(_SessionBase):
     pid namespace lies inside the template's, and their shared memory is charged to the template).
     Each fork also charges the kernel memory of its clone (page tables, its namespaces) to the
     template's cgroup, about 1.5 MB for a 100 MB template (``execrl bench sessions``): give the
-    template's ``memory_mb`` that headroom per fork alive at once."""
+    template's ``memory_mb`` that headroom per fork alive at once.
+
+    Setup cells are trusted to be the task's, not to be harmless: the template runs unprivileged on
+    the host (its slot's uid, in a user namespace of its own that maps no host uid 0, with the
+    capabilities its forks' jails need only inside it, no effective one while setup runs, and a
+    seccomp filter; ``userns.py``). A malicious setup cell can corrupt its own forks' initial state
+    (and make them skip their isolation from each other: the fork path is code in its process), use
+    those capabilities in namespaces of its own (mount a tmpfs, a proc, a view of its own cgroup slot;
+    the kernel code behind that is reachable), and its slot's CPU, memory and processes. It cannot read
+    or write host files outside the jail, mount a host disk, remount the system tree writable, write
+    host cgroup files or ``/proc/sys``, become host uid 0, ``setns``, ``ptrace``, ``chroot``, open a
+    socket other than ``AF_UNIX``, or see or signal any process outside its own pid namespace: not the
+    host's, another template's or its forks, another session's or a run's
+    (``tests/security/test_template_hazards.py``). Under the ``allow`` seccomp policy, setup cells run
+    under the deny list's template variant (System V IPC and the rest of a setup's needs work, as
+    before); the forks' cells get Python's allow list."""
 
     kind = "template"
 
