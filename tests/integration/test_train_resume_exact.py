@@ -44,9 +44,14 @@ def sigkill_then_resume(args: list[str], out_dir: Path) -> Path:
 def assert_same_run(straight_dir: Path, resumed_dir: Path, *, total_steps: int) -> list[dict[str, float]]:
     """Weights after the last step and every logged metric (wall-clock timings aside) are equal, each
     step is logged once, and both domains' weights are logged. Returns the straight run's rows."""
-    last = f"step_{total_steps - 1:06d}"
-    a = load_file(straight_dir / "checkpoints" / last / "model.safetensors")
-    b = load_file(resumed_dir / "checkpoints" / last / "model.safetensors")
+    last = Path("checkpoints") / f"step_{total_steps - 1:06d}"
+    weights = (
+        "adapter_model.safetensors"
+        if (straight_dir / last / "adapter_model.safetensors").exists()
+        else "model.safetensors"
+    )  # LoRA: the adapters
+    a = load_file(straight_dir / last / weights)
+    b = load_file(resumed_dir / last / weights)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     rows_a, rows_b = _rows(straight_dir), _rows(resumed_dir)
     assert [r["step"] for r in rows_b] == list(range(total_steps))
