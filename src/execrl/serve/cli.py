@@ -17,13 +17,18 @@ if TYPE_CHECKING:
 def _export(args: argparse.Namespace) -> int:
     from execrl.config import ConfigError
     from execrl.serve.export import export_model
+    from execrl.serve.export_check import ExportMismatch
 
     try:
-        out = export_model(args.source, args.out_dir)
+        out = export_model(args.source, args.out_dir, adapter_only=args.adapter_only)
     except (ConfigError, FileExistsError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ExportMismatch as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(f"exported: {out}")
+    print((out / "EXPORTED_FROM.txt").read_text(encoding="utf-8").splitlines()[-1])  # the logits check
     return 0
 
 
@@ -76,10 +81,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     x = subparsers.add_parser("export", help="write a run/checkpoint as a plain Hugging Face model directory")
     x.add_argument("source", help="run directory (newest checkpoint), checkpoint directory or HF directory")
     x.add_argument("out_dir", type=Path, help="new directory to write (must not exist or be empty)")
+    x.add_argument(
+        "--adapter-only",
+        action="store_true",
+        help="LoRA runs: write the PEFT adapter directory (over the base model) instead of folding it in",
+    )
     x.set_defaults(func=_export)
 
     s = subparsers.add_parser("serve", help="OpenAI-compatible HTTP server (/v1/chat/completions)")
-    s.add_argument("--model", required=True, help="'smollm2-135m-instruct', HF dir, run dir or checkpoint")
+    s.add_argument(
+        "--model", required=True, help="'smollm2-135m-instruct', HF dir, run dir, checkpoint or adapter dir"
+    )
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--served-model-name", help="the `model` clients must send (default: --model)")

@@ -9,6 +9,13 @@ what ``transformers.AutoModelForCausalLM.from_pretrained`` and other tools read 
 ``config.json``, ``model.safetensors``, ``generation_config.json``, the tokenizer files and the chat
 template.
 
+With LoRA (``lora.enabled``) a checkpoint holds the adapters only (a PEFT adapter directory): it loads
+as the base model with those adapters, folded into the weights for serving and eval; export folds them
+too (a plain dense directory) or, with ``adapter_only``, writes the adapter directory with the tokenizer.
+A PEFT adapter directory (``adapter_config.json``, e.g. an ``--adapter-only`` export) loads the same way,
+over the base model its ``base_model_name_or_path`` names. Every export is read back with plain
+transformers and its logits checked against the model as trained (``export_check.py``).
+
 Limits: a checkpoint whose run directory moved away from its ``config.toml`` cannot be resolved (the
 checkpoint does not record its architecture); value heads (PPO) are not exported, only the policy.
 """
@@ -31,7 +38,7 @@ class ModelSource:
     """Where a model's weights come from: a HF directory, optionally overlaid by an execrl checkpoint."""
 
     base_dir: Path  # a Hugging Face directory (architecture, tokenizer, chat template, starting weights)
-    checkpoint: Path | None  # an execrl checkpoint whose model.safetensors replaces the weights
+    checkpoint: Path | None  # an execrl checkpoint (model.safetensors) or adapter directory over the base
     dtype: str = "float32"
 
     @property
@@ -40,7 +47,24 @@ class ModelSource:
 
 
 def _is_checkpoint(path: Path) -> bool:
-    return (path / "model.safetensors").is_file() and (path / "trainer_state.pt").is_file()
+    from execrl.trainer.lora import ADAPTER_WEIGHTS
+
+    weights = (path / "model.safetensors").is_file() or (path / ADAPTER_WEIGHTS).is_file()  # full FT / LoRA
+    return weights and (path / "trainer_state.pt").is_file()
+
+
+def _adapter_source(path: Path) -> ModelSource:
+    """A PEFT adapter directory: the base model its ``adapter_config.json`` names, with these adapters."""
+    import json
+
+    from execrl.components.setup import resolve_model_path
+    from execrl.config import ConfigError
+
+    config_file = path / "adapter_config.json"
+    base = json.loads(config_file.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    if not base:
+        raise ConfigError(f"{config_file}: no base_model_name_or_path, so the base model is unknown")
+    return ModelSource(resolve_model_path(str(base)), path)
 
 
 def _run_source(run_dir: Path, checkpoint: Path | None) -> ModelSource:
@@ -69,6 +93,8 @@ def resolve_model_source(spec: str) -> ModelSource:
         if found is None:
             raise ConfigError(f"run directory {path} has no complete checkpoint under checkpoints/ yet")
         return _run_source(path, found)
+    if (path / "adapter_config.json").is_file() and not (path / "trainer_state.pt").is_file():
+        return _adapter_source(path)
     if _is_checkpoint(path):
         run_dir = path.parent.parent
         if not (run_dir / "config.toml").is_file():
@@ -79,49 +105,86 @@ def resolve_model_source(spec: str) -> ModelSource:
         return _run_source(run_dir, path)
     raise ConfigError(
         f"--model {spec!r} is not 'smollm2-135m-instruct', a Hugging Face directory (config.json), an "
-        "execrl run directory (config.toml) or a checkpoint (model.safetensors + trainer_state.pt)"
+        "execrl run directory (config.toml), a checkpoint (model.safetensors or adapter_model.safetensors + "
+        "trainer_state.pt) or a PEFT adapter directory (adapter_config.json)"
     )
 
 
-def load_any_model(spec: str | ModelSource) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, ModelSource]:
-    """The model and tokenizer of ``spec`` (see :func:`resolve_model_source`), in eval mode on CPU."""
+def load_any_model(
+    spec: str | ModelSource, *, merge: bool = True
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, ModelSource]:
+    """The model and tokenizer of ``spec`` (see :func:`resolve_model_source`), in eval mode on CPU. LoRA
+    adapters are folded into the weights unless ``merge=False`` (then the model carries them, as trained)."""
     import safetensors.torch
     import torch
 
     from execrl.rollout.models import load_model_and_tokenizer
+    from execrl.trainer.lora import ADAPTER_WEIGHTS, load_adapter_dir, merge_adapters
 
     source = resolve_model_source(spec) if isinstance(spec, str) else spec
     dtype = torch.float32 if source.dtype == "float32" else torch.bfloat16
     model, tokenizer = load_model_and_tokenizer(source.base_dir, dtype=dtype)
-    if source.checkpoint is not None:
+    if source.checkpoint is not None and (source.checkpoint / ADAPTER_WEIGHTS).is_file():
+        load_adapter_dir(model, source.checkpoint)
+        model.eval()
+        if merge:
+            merge_adapters(model)
+    elif source.checkpoint is not None:
         safetensors.torch.load_model(model, str(source.checkpoint / "model.safetensors"), strict=True)
     return model, tokenizer, source
 
 
-def export_model(spec: str, out_dir: Path) -> Path:
-    """Write ``spec``'s model as a plain Hugging Face directory at ``out_dir`` (must not exist or be empty).
+def export_model(spec: str, out_dir: Path, *, adapter_only: bool = False) -> Path:
+    """Write ``spec``'s model as a plain Hugging Face directory at ``out_dir`` (must not exist or be empty),
+    LoRA adapters folded in; ``adapter_only`` writes the PEFT adapter directory instead (LoRA runs only).
 
-    Written to ``out_dir.tmp`` first and renamed, so a failed export never leaves a half directory that
-    later loads as a model.
+    Written to ``out_dir.tmp`` first, read back and its logits checked (``ExportMismatch`` past 1e-5), then
+    renamed, so a failed or wrong export never leaves a directory that later loads as a model.
     """
+    from execrl.serve.export_check import ExportMismatch, check_export_logits
+
     if out_dir.exists() and any(out_dir.iterdir()):
         raise FileExistsError(f"export target {out_dir} exists and is not empty; choose a new directory")
-    model, tokenizer, source = load_any_model(spec)
+    model, tokenizer, source = load_any_model(spec, merge=False)
     tmp = out_dir.with_name(out_dir.name + ".tmp-export")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    model.save_pretrained(tmp, safe_serialization=True)
+    folded = _save_weights(tmp, model, source, adapter_only=adapter_only)
     tokenizer.save_pretrained(tmp)
     if model.generation_config is not None:
         model.generation_config.save_pretrained(tmp)
     if getattr(tokenizer, "chat_template", None) and not _has_chat_template(tmp):
         (tmp / "chat_template.jinja").write_text(str(tokenizer.chat_template), encoding="utf-8")
-    (tmp / "EXPORTED_FROM.txt").write_text(f"execrl export of {source.description}\n", encoding="utf-8")
+    check = check_export_logits(tmp, model=model, tokenizer=tokenizer, folded=folded)  # plain transformers
+    if not check.ok:
+        shutil.rmtree(tmp)
+        raise ExportMismatch(out_dir, check)
+    (tmp / "EXPORTED_FROM.txt").write_text(
+        f"execrl export of {source.description}\n{check.summary()}\n", encoding="utf-8"
+    )
     if out_dir.exists():
         out_dir.rmdir()
     tmp.rename(out_dir)
     return out_dir
+
+
+def _save_weights(
+    directory: Path, model: PreTrainedModel, source: ModelSource, *, adapter_only: bool
+) -> PreTrainedModel | None:
+    """The dense model, adapters folded into a copy (the model keeps them for the check), or with
+    ``adapter_only`` the adapter directory over ``source.base_dir``. Returns the folded copy, if any."""
+    from execrl.config import ConfigError
+    from execrl.trainer.lora import has_adapters, merged_copy, save_adapter_dir
+
+    if adapter_only and not has_adapters(model):
+        raise ConfigError(f"--adapter-only: {source.description} has no LoRA adapters (a full fine-tune)")
+    if adapter_only:
+        save_adapter_dir(model, directory, base_model=str(source.base_dir.resolve()))
+        return None
+    folded = merged_copy(model) if has_adapters(model) else None
+    (folded or model).save_pretrained(directory, safe_serialization=True)
+    return folded
 
 
 def _has_chat_template(directory: Path) -> bool:
