@@ -41,7 +41,9 @@ def test_lora_reward_rises_on_toy_domain(tiny_model_dir: Path, toy_tasks_file: P
     from execrl.recipes.grpo import train
 
     overrides = [*toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path), *LORA]
-    outcome = train(load_config(None, [*overrides, "run.total_steps=10", "eval.enabled=false"]), progress=False)
+    outcome = train(
+        load_config(None, [*overrides, "run.total_steps=10", "eval.enabled=false"]), progress=False
+    )
     rows = [json.loads(line) for line in (outcome.run_dir / "metrics.jsonl").read_text().splitlines()]
     rewards = [r["reward/mean"] for r in rows if "reward/mean" in r]
     assert len(rewards) == 10
@@ -89,3 +91,33 @@ def test_ppo_and_multi_turn_refine_train_adapters(
     assert _trained(_adapters(outcome.run_dir))
     if config.algorithm.learns_values:
         assert (sorted((outcome.run_dir / "checkpoints").iterdir())[-1] / "value_head.safetensors").exists()
+
+
+@pytest.mark.slow
+def test_ray_rollout_worker_takes_published_adapters_only(
+    tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
+) -> None:
+    """Weights go to Ray rollout workers as the adapters alone (what ``RayExecutor.publish_weights`` puts
+    in the object store); the worker's replica then computes the trained policy exactly. The worker class
+    is driven in this process (no Ray instance), as ``test_ray_executor`` does for its staleness test."""
+    from execrl.distributed.ray_workers import RolloutWorker
+    from execrl.recipes.loop import setup_run
+    from execrl.trainer.lora import adapter_state_dict
+
+    overrides = [*toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path), *LORA, "executor.kind=ray"]
+    config = load_config(None, overrides)
+    run = setup_run(config, None)
+    with torch.no_grad():
+        for name, param in run.model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(std=0.1)  # as if trained
+    published = adapter_state_dict(run.model)
+    assert published and all(".lora_A." in k or ".lora_B." in k for k in published)
+    assert sum(v.numel() for v in published.values()) < sum(p.numel() for p in run.model.parameters()) / 10
+    worker = RolloutWorker(config)
+    ids = torch.tensor([[1, 40, 41, 42, 43]])
+    with torch.no_grad():
+        before = worker.model(ids).logits
+        worker.load_weights(1, {k: v.clone() for k, v in published.items()})
+        assert torch.equal(worker.model(ids).logits, run.model(ids).logits)
+    assert not torch.equal(before, run.model(ids).logits)

@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "rewards": ("execrl.bench.rewards", "reward scoring throughput"),
     "rollout": ("execrl.bench.rollout", "generation throughput"),
     "train": ("execrl.bench.train", "training step vs TRL's GRPOTrainer"),
+    "lora": ("execrl.bench.lora", "GRPO steps: full FT vs LoRA vs TRL + PEFT at the same rank"),
     "asserts": ("execrl.bench.asserts", "assert tests judged by the parent vs forgeable in the sandbox"),
     "audit": ("execrl.bench.audit", "reward-audit overhead vs the reward stage and the step"),
     "pipeline": ("execrl.bench.pipeline", "one-step-off async training loop vs the serial loop"),

@@ -37,7 +37,7 @@ class LoraSection(Section):
     target_modules: list[str] = Field(
         default_factory=lambda: list(LLAMA_LINEAR_MODULES),
         min_length=1,
-        description="module names (last dotted part) that get adapters; [\"all-linear\"] = every linear "
+        description='module names (last dotted part) that get adapters; ["all-linear"] = every linear '
         "layer but the output head",
     )
 

@@ -24,7 +24,9 @@ class TrainConfig(Section):
         default_factory=AlgorithmSection, description="advantages, policy loss, KL, DAPO, async"
     )
     optim: OptimSection = Field(default_factory=OptimSection, description="AdamW, LR schedule, micro-batches")
-    lora: LoraSection = Field(default_factory=LoraSection, description="LoRA adapters instead of every weight")
+    lora: LoraSection = Field(
+        default_factory=LoraSection, description="LoRA adapters instead of every weight"
+    )
     reward: RewardSection = Field(default_factory=RewardSection, description="outcomes -> rewards")
     sandbox: SandboxSection = Field(default_factory=SandboxSection, description="where programs run")
     telemetry: TelemetrySection = Field(default_factory=TelemetrySection, description="metric sinks, alarms")

@@ -126,7 +126,7 @@ def load_any_model(
     model, tokenizer = load_model_and_tokenizer(source.base_dir, dtype=dtype)
     if source.checkpoint is not None and (source.checkpoint / ADAPTER_WEIGHTS).is_file():
         load_adapter_dir(model, source.checkpoint)
-        model.eval()
+        model.eval()  # type: ignore[no-untyped-call]
         if merge:
             merge_adapters(model)
     elif source.checkpoint is not None:

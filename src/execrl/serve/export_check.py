@@ -105,7 +105,7 @@ def check_export_logits(
     it was folded from adapters). Pure apart from reading ``directory``."""
     from transformers import AutoModelForCausalLM
 
-    loaded = AutoModelForCausalLM.from_pretrained(str(directory), dtype=model.dtype).eval()
+    loaded = AutoModelForCausalLM.from_pretrained(str(directory), dtype=model.dtype).eval()  # type: ignore[no-untyped-call]
     prompts = check_prompt_ids(tokenizer)
     ours = _logits(model, prompts)
     theirs = _logits(loaded, prompts)
@@ -121,7 +121,7 @@ def _logits(model: PreTrainedModel, prompts: list[list[int]]) -> list[torch.Tens
     import torch
 
     was_training = model.training
-    model.eval()
+    model.eval()  # type: ignore[no-untyped-call]
     try:
         with torch.no_grad():
             return [model(torch.tensor([ids])).logits[0].float() for ids in prompts]  # [T, V] each

@@ -27,11 +27,11 @@ from execrl.trainer import (
     build_optimizer,
     compute_logprobs,
     load_checkpoint,
+    lora,
     policy_update,
     prepare_batch,
     save_checkpoint,
 )
-from execrl.trainer import lora
 from execrl.trainer.kl import kl_per_token
 
 SETTINGS = LoraSettings(rank=4, alpha=8)
@@ -168,7 +168,9 @@ def test_the_reference_is_the_same_model_with_its_adapters_off(models) -> None: 
 def test_dropout_acts_in_the_gradient_passes_only() -> None:
     model = lora.add_adapters(tiny_model(seed=0), LoraSettings(rank=4, alpha=8, dropout=0.5))
     ids = torch.tensor([PROMPTS[0]])
-    dropouts = [m for n, m in model.named_modules() if isinstance(m, torch.nn.Dropout) and "lora_dropout" in n]
+    dropouts = [
+        m for n, m in model.named_modules() if isinstance(m, torch.nn.Dropout) and "lora_dropout" in n
+    ]
     assert dropouts and not any(m.training for m in dropouts)  # injected in the model's eval mode
     with lora.adapter_dropout(model):
         assert all(m.training for m in dropouts)
@@ -219,7 +221,9 @@ def test_checkpoints_hold_the_adapters_only_and_resume_them(models, tmp_path: Pa
     load_checkpoint(path, fresh, extra_modules={"behaviour_policy": fresh_behaviour})
     ours, theirs = lora.adapter_state_dict(model), lora.adapter_state_dict(fresh)
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
-    assert all(torch.equal(a, b) for a, b in zip(behaviour.parameters(), fresh_behaviour.parameters()))
+    assert all(
+        torch.equal(a, b) for a, b in zip(behaviour.parameters(), fresh_behaviour.parameters(), strict=True)
+    )
     peft_model = PeftModel.from_pretrained(tiny_model(seed=0, init_std=0.5), str(path))
     ids = torch.tensor([PROMPTS[0]])
     with torch.no_grad():
