@@ -121,3 +121,39 @@ def test_ray_rollout_worker_takes_published_adapters_only(
         worker.load_weights(1, {k: v.clone() for k, v in published.items()})
         assert torch.equal(worker.model(ids).logits, run.model(ids).logits)
     assert not torch.equal(before, run.model(ids).logits)
+
+
+@pytest.mark.slow
+def test_exported_lora_model_scores_what_the_run_measured(
+    tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
+) -> None:
+    """The run's final held-out eval (on the folded policy) equals the exported model's, evaluated again
+    through ``load_any_model`` (what ``execrl eval --model`` and ``serve`` load), for the folded export and
+    the ``--adapter-only`` one: a LoRA export that lost or mis-folded the adapters would score otherwise."""
+    from execrl.components import setup
+    from execrl.recipes.evaluate import evaluate_checkpoint_once
+    from execrl.recipes.grpo import train
+    from execrl.rollout.engine import create_engine
+    from execrl.serve import export_model, load_any_model
+
+    overrides = [*toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path), *LORA, "run.total_steps=3"]
+    config = load_config(None, overrides)
+    outcome = train(config, progress=False)
+    in_run = json.loads((outcome.run_dir / "eval" / "trained.json").read_text())["suites"]
+    base = json.loads((outcome.run_dir / "eval" / "base.json").read_text())["suites"]
+    # training changed what the model writes: the equality below is not the base model's
+    assert any(in_run[suite]["tasks"] != base[suite]["tasks"] for suite in in_run)
+    for adapter_only in (False, True):
+        out = export_model(
+            str(outcome.run_dir), tmp_path / f"export-{adapter_only}", adapter_only=adapter_only
+        )
+        model, tokenizer, _ = load_any_model(str(out))
+        engine = create_engine(config.rollout.engine, model=model, tokenizer=tokenizer)
+        again_dir = tmp_path / f"again-{adapter_only}"
+        with setup.build_sandbox(config) as sandbox:
+            evaluate_checkpoint_once(again_dir, "exported", engine, config, sandbox)
+        again = json.loads((again_dir / "eval" / "exported.json").read_text())["suites"]
+        for suite, result in in_run.items():
+            assert again[suite]["mean_reward"] == result["mean_reward"], (adapter_only, suite)
+            assert again[suite]["pass_at_k"] == result["pass_at_k"], (adapter_only, suite)
+            assert again[suite]["tasks"] == result["tasks"], (adapter_only, suite)  # every completion
