@@ -18,7 +18,14 @@
 # root: each runs as a capability-less slot uid with no_new_privs and a seccomp filter. To make the
 # container's root unprivileged on the host as well, run the pod in a Kubernetes user namespace
 # (hostUsers: false; see deploy/k8s/README.md for what that needs).
-FROM python:3.11-slim-bookworm
+#
+# The base is pinned to a Python patch release and a Debian suite (was python:3.11-slim-bookworm, which
+# moves to every new 3.11.x): the toolchains below and the jail's read-only view of the interpreter are
+# what deploy/k8s was checked against. The tag still gets Debian security rebuilds; for a byte-identical
+# base append the digest `docker buildx imagetools inspect python:3.11.14-slim-bookworm` prints
+# (@sha256:...; not done here: the build machine cannot reach a registry to read it) and bump both
+# together.
+FROM python:3.11.14-slim-bookworm
 
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \

@@ -48,9 +48,10 @@ def _input_errors() -> tuple[type[Exception], ...]:
     """
     from execrl.config import ConfigError
     from execrl.inputs import InputFileError
+    from execrl.rollout.models import ModelLoadError
     from execrl.tasks.errors import TaskError
 
-    return (InputFileError, ConfigError, TaskError)
+    return (InputFileError, ConfigError, TaskError, ModelLoadError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

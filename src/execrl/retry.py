@@ -1,5 +1,5 @@
 """Exponential backoff: the one delay rule of execrl's retries (the Ray executor's tasks, the alarm
-webhook; the sandbox service client's ``ClientConfig.backoff`` follows the same rule).
+webhook, the sandbox service client's ``ClientConfig.backoff``).
 
 A failure that may be transient (a dead worker being replaced, a replica restarting, a busy webhook
 receiver) is retried after ``base_s``, then twice that, and so on, up to ``max_s``: waiting longer each

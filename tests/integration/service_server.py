@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -42,3 +43,31 @@ def post(url: str, body: Any, *, raw: bytes | None = None) -> tuple[int, Any]:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
+
+
+def wait_for_url(process: subprocess.Popen[str], timeout_s: float = 120.0) -> str:
+    """The base URL a server started with ``--port 0`` prints (``listening on URL``), read from stdout."""
+    import time
+
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if "listening on" in line:
+            return line.split("listening on ", 1)[1].strip()
+        assert line or process.poll() is None, "the server exited before listening"
+    raise AssertionError(f"the server did not start within {timeout_s:.0f} s")
+
+
+def raw_post(url: str, path: str, body: bytes, *, content_length: int | None = None) -> socket.socket:
+    """A POST sent on a raw socket and left open: ``content_length`` may announce more than ``body`` (a
+    server that checks the length first answers without waiting for the rest); close it to walk away."""
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=120)
+    length = len(body) if content_length is None else content_length
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    )
+    sock.sendall(head.encode() + body)
+    return sock

@@ -176,8 +176,252 @@ def test_monitor_refuses_what_is_not_a_run_directory(
         ["tasks", "check", "functions", "--limit", "0"],
         ["tasks", "overlap", "functions", "--threshold", "inf"],
         ["eval", "--model", "m", "--suite", "functions", "--limit", "-1"],
+        ["serve", "--model", "m", "--max-n", "0"],
+        ["serve", "--model", "m", "--max-queued-tokens", "many"],
     ],
 )
 def test_bad_numbers_are_argument_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _run(argv, capsys)
     assert code == 2 and "error: argument" in err.strip().splitlines()[-1]
+
+
+# -- issue 24: export, model directories, refine show, run URLs ------------------------------------------
+# Regression (issue 24, classes 2-5): each case below gave a traceback (or, worse, success) on the branch
+# point: export through a file or a symlink target, deleting an unrelated `OUT.tmp-export`, checkpoints of
+# another shape or truncated; --model directories whose config asks for 13.8 GB, whose weights hold 1 of
+# the model's tensors (loaded with the rest random), whose tokenizer is broken or which need remote code;
+# refine show on malformed rows; --resume from a URL whose keys leave the run directory.
+
+
+def _one_line_naming(code: int, err: str, named: str) -> str:
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert named in lines[0], lines[0]
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def _leftovers(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if ".tmp-export" in p.name or ".old-export" in p.name)
+
+
+def _copy_model(tiny_model_dir: Path, dest: Path) -> Path:
+    import shutil
+
+    shutil.copytree(tiny_model_dir, dest)
+    return dest
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink", "empty directory", "directory --force"])
+def test_export_refuses_a_target_that_exists(
+    kind: str, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The target is never written through, replaced or deleted unless it is an earlier export (--force)."""
+    target = tmp_path / "out"
+    if kind == "file":
+        target.write_text("mine")
+    elif kind == "symlink":
+        (tmp_path / "elsewhere").mkdir()
+        target.symlink_to(tmp_path / "elsewhere")
+    else:
+        target.mkdir()
+        if "force" in kind:
+            (target / "mine.txt").write_text("mine")
+    unrelated = tmp_path / "out.tmp-export"  # a directory named like the old temporary one
+    unrelated.mkdir()
+    (unrelated / "keep.txt").write_text("keep")
+    argv = ["export", str(tiny_model_dir), str(target), *(["--force"] if "force" in kind else [])]
+    _one_line_naming(*_run(argv, capsys), str(target))
+    assert (unrelated / "keep.txt").read_text() == "keep"
+    if kind == "symlink":
+        assert target.is_symlink() and not any((tmp_path / "elsewhere").iterdir())
+    elif kind == "file":
+        assert target.read_text() == "mine"
+    elif kind == "empty directory":  # it was exported into before
+        assert target.is_dir() and not any(target.iterdir())
+    else:
+        assert (target / "mine.txt").read_text() == "mine"
+    assert _leftovers(tmp_path) == ["out.tmp-export"]
+
+
+def test_export_force_replaces_only_an_earlier_export(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "out"
+    assert _run(["export", str(tiny_model_dir), str(target)], capsys)[0] == 0
+    assert (target / "execrl-export.json").is_file()
+    (target / "stale.txt").write_text("from before")
+    assert _run(["export", str(tiny_model_dir), str(target)], capsys)[0] == 2  # no --force
+    assert _run(["export", str(tiny_model_dir), str(target), "--force"], capsys)[0] == 0
+    assert not (target / "stale.txt").exists() and (target / "model.safetensors").is_file()
+    assert _leftovers(tmp_path) == []
+
+
+def _run_dir_with_checkpoint(tiny_model_dir: Path, root: Path, weights: Callable[[Path], None]) -> Path:
+    from execrl.config import load_config, to_toml
+
+    run = root / "run"
+    step = run / "checkpoints" / "step_000001"
+    step.mkdir(parents=True)
+    (run / "config.toml").write_text(
+        to_toml(load_config(None, [f"model.path={json.dumps(str(tiny_model_dir))}"]))
+    )
+    (step / "trainer_state.pt").write_bytes(b"unused")
+    weights(step / "model.safetensors")
+    return run
+
+
+def _other_shape(path: Path) -> None:
+    import safetensors.torch
+
+    from execrl.rollout.models import tiny_model
+
+    safetensors.torch.save_model(tiny_model(hidden_size=32), str(path))
+
+
+@pytest.mark.parametrize("kind", ["truncated", "not-tensors", "other-shape"])
+def test_export_refuses_a_bad_checkpoint_before_loading(
+    kind: str, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A checkpoint of another shape, truncated weights or a text file named model.safetensors: one line
+    naming the file, and no temporary directory left behind."""
+    real = (tiny_model_dir / "model.safetensors").read_bytes()
+    writers: dict[str, Callable[[Path], None]] = {
+        "truncated": lambda p: p.write_bytes(real[: len(real) // 2]),
+        "not-tensors": lambda p: p.write_text("this is not a tensor file\n"),
+        "other-shape": _other_shape,
+    }
+    run = _run_dir_with_checkpoint(tiny_model_dir, tmp_path, writers[kind])
+    line = _one_line_naming(*_run(["export", str(run), str(tmp_path / "out")], capsys), "model.safetensors")
+    assert ("shape" in line) == (kind == "other-shape"), line
+    assert not (tmp_path / "out").exists() and _leftovers(tmp_path) == []
+
+
+def _huge_config(model: Path) -> str:
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "vocab_size": 3_000_000, "hidden_size": 4608}))
+    return "vocab_size=3000000"  # 13.8e9 parameters from a 1 KB file
+
+
+def _one_tensor(model: Path) -> str:
+    import safetensors.torch
+
+    tensors = safetensors.torch.load_file(str(model / "model.safetensors"))
+    first = sorted(tensors)[0]
+    safetensors.torch.save_file({first: tensors[first]}, str(model / "model.safetensors"))
+    return "model.safetensors"
+
+
+def _broken_tokenizer(model: Path) -> str:
+    (model / "tokenizer.json").write_bytes((model / "tokenizer.json").read_bytes()[:1000])
+    return "tokenizer.json"
+
+
+def _remote_code(model: Path) -> str:
+    config = json.loads((model / "config.json").read_text())
+    config.update(model_type="evil", auto_map={"AutoModelForCausalLM": "evil.Model"})
+    (model / "config.json").write_text(json.dumps(config))
+    (model / "evil.py").write_text(f"open({str(model / 'ran')!r}, 'w').write('ran')\n")
+    return "trust_remote_code=False"
+
+
+MODEL_DIR_PROBLEMS: dict[str, Callable[[Path], str]] = {
+    "huge config": _huge_config,
+    "1 tensor of the model's": _one_tensor,
+    "broken tokenizer.json": _broken_tokenizer,
+    "remote code": _remote_code,
+}
+MODEL_COMMANDS = {
+    "eval": ["eval", "--model", "{model}", "--suite", "functions", "--limit", "1"],
+    "serve": ["serve", "--model", "{model}", "--port", "0"],
+    "export": ["export", "{model}", "{tmp}/exported"],
+}
+
+
+@pytest.mark.parametrize("problem", list(MODEL_DIR_PROBLEMS))
+@pytest.mark.parametrize("command", list(MODEL_COMMANDS))
+def test_model_directories_are_checked_before_loading(
+    command: str, problem: str, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = _copy_model(tiny_model_dir, tmp_path / "model")
+    named = MODEL_DIR_PROBLEMS[problem](model)
+    argv = [a.replace("{model}", str(model)).replace("{tmp}", str(tmp_path)) for a in MODEL_COMMANDS[command]]
+    _one_line_naming(*_run(argv, capsys), named)
+    assert not (model / "ran").exists(), "code from the model directory ran"
+    assert not (tmp_path / "exported").exists()
+
+
+def test_refine_show_skips_malformed_rows_and_escapes_terminal_control(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = {"condition": "refine", "task_id": "t/\x1b]52;c;cm0gLXJmIH4=\x07", "turn": 1, "completion": "x"}
+    good |= {
+        "code": "print('\x1b[2J\x1b[31mowned')",
+        "feedback": "got: \x9b6n",
+        "visible_reason": "wrong\x1b[0m",
+    }
+    rows = [json.dumps(good), "{not json", json.dumps([1]), json.dumps({**good, "turn": "1"}), "\udcff"]
+    trace = tmp_path / "t.trace.jsonl"
+    trace.write_bytes("\n".join(rows).encode("utf-8", "surrogateescape") + b"\n\xff\xfe\n")
+    code = main(["refine", "show", str(trace)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "skipped 5 malformed rows" in err and "lines 2, 3, 4, 5, 6" in err
+    assert not any(c in out for c in "\x1b\x07\x9b"), repr(out)
+    assert "\\x1b]52;c;cm0gLXJmIH4=\\x07" in out  # shown, not sent to the terminal
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(BINARY)
+    _one_line_naming(*_run(["refine", "show", str(binary)], capsys), str(binary))
+
+
+def test_resume_from_a_url_refuses_keys_that_leave_the_run_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+    import uuid
+
+    import fsspec
+
+    root = f"/h24-{uuid.uuid4().hex}"
+    fs = fsspec.filesystem("memory")
+    fs.pipe(f"{root}/runs/run/config.toml", b"[run]\n")
+    fs.pipe(f"{root}/runs/run/../../../escaped.txt", b"written outside the staging directory")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # staging_root() uses the temp directory
+    _one_line_naming(
+        *_run(["train", "--resume", f"memory://{root}/runs/run"], capsys), "leaves the run directory"
+    )
+    assert list(tmp_path.rglob("escaped.txt")) == [] and list(tmp_path.iterdir()) == []  # staging removed
+
+
+def test_file_urls_are_local_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--resume file:///abs`` reads the local directory (it was looked up as ./file:/abs)."""
+    missing = tmp_path / "no-such-run"
+    _one_line_naming(
+        *_run(["train", "--resume", f"file://{missing}", "--print-config"], capsys), str(missing)
+    )
+    from execrl.config import load_config, to_toml
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.toml").write_text(to_toml(load_config(None, ["run.total_steps=7"])))
+    code = main(["train", "--resume", f"file://{run}", "--print-config"])
+    assert code == 0 and "total_steps = 7" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--max-n", "65"], "max_n"),
+        (["--max-tokens", "4096"], "max_request_tokens"),
+        (["--short-request-tokens", "0"], "short-request-tokens"),
+        (["--shutdown-timeout-s", "nan"], "shutdown-timeout-s"),
+    ],
+)
+def test_serve_settings_are_checked_before_the_model_loads(
+    flags: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server's caps are validated first: one line naming the setting, and no model is loaded (the
+    --model given does not exist)."""
+    code, err = _run(["serve", "--model", "/nonexistent/model", *flags], capsys)
+    assert code == 2 and named in err.strip().splitlines()[-1], err

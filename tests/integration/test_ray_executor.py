@@ -199,3 +199,26 @@ def test_bench_executor_finds_the_synchronous_ray_run_equal_step_for_step(
     assert "reward/mean" in summary["compared_metrics"] and "loss/policy" in summary["compared_metrics"]
     assert summary["ray_step_s"] > 0 and summary["inprocess_step_s"] > 0
     assert summary["ray_weight_staleness_max"] == 0.0 and summary["ray_retries"] == 0.0
+
+
+def test_a_local_ray_listens_on_loopback_only(local_ray: None) -> None:
+    """Regression (issue 24, class 7): the local Ray that ``ensure_ray`` starts (GCS, raylet, workers)
+    listened on every interface, so anyone on the network could submit tasks to this machine."""
+    import psutil
+
+    @ray.remote
+    def ping() -> int:
+        return 1
+
+    assert ray.get(ping.remote()) == 1  # a worker is up, so its port is listening too
+    children = psutil.Process().children(recursive=True)
+    listening = []
+    for process in children:
+        try:
+            connections = process.net_connections(kind="inet")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        listening += [(process.name(), c.laddr.ip) for c in connections if c.status == psutil.CONN_LISTEN]
+    assert any(name.startswith("gcs_server") for name, _ in listening), listening
+    loopback = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+    assert all(ip in loopback for _, ip in listening), listening

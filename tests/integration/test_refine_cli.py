@@ -94,3 +94,35 @@ def test_refine_kv_cache_flag_sizes_the_local_engines_prefix_cache(tiny_model_di
     assert _backend(args).engine.prefix_cache.max_bytes == 3 << 20
     off = build_parser().parse_args(["refine", "--model", str(tiny_model_dir), "--kv-cache-mb", "0"])
     assert _backend(off).engine.prefix_cache is None
+
+
+@pytest.mark.slow
+def test_refine_records_an_endpoint_error_and_goes_on(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Regression (issue 24, class 3): one context-length 400 from the OpenAI-compatible endpoint lost the
+    whole run (no summary, an empty trace). The model here has a 210-token context: the first turns of
+    HumanEval/0-2 fit (153-197 prompt tokens), a repair turn does not; each such 400 is recorded in the
+    trace and the summary, and the run finishes."""
+    import shutil
+
+    short = tmp_path / "short-context"
+    shutil.copytree(tiny_model_dir, short)
+    config = json.loads((short / "config.json").read_text())
+    (short / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 210}))
+    model, tokenizer = load_model_and_tokenizer(short)
+    engine = create_engine("hf", model=model, tokenizer=tokenizer)
+    out = tmp_path / "refine.json"
+    with serve_in_thread(build_app(engine, ServeConfig(model_name="tiny"))) as url:  # type: ignore[arg-type]
+        done = _cli(
+            *("refine", "--base-url", f"{url}/v1", "--model", "tiny", "--suite", "humaneval"),
+            *("--limit", "3", "--rounds", "2", "--max-new-tokens", "8", "--temperature", "1.0"),
+            *("--conditions", "refine", "--json", str(out)),
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(out.read_text())
+    assert summary["conditions"]["refine"]["endpoint_errors"] == 3
+    assert all("HTTP 400" in e["error"] and e["turn"] == 2 for e in summary["endpoint_errors"])
+    assert "endpoint errors" in done.stdout
+    rows = [json.loads(line) for line in out.with_suffix(".trace.jsonl").read_text().splitlines()]
+    assert sorted((r["task_id"], r["turn"], r["error"] is not None) for r in rows) == [
+        (f"HumanEval/{i}", turn, turn == 2) for i in range(3) for turn in (1, 2)
+    ]

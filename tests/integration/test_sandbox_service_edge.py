@@ -223,3 +223,82 @@ def test_a_body_of_many_small_values_is_refused_before_parsing(server: str) -> N
     raw = b"[" + b"{}," * (3 << 20) + b"{}]"  # 9 MiB, 3,145,729 values
     status, body = _post(f"{server}/v1/execute", None, raw=raw)
     assert status == 422 and _field(body) == "body" and "more than 1048576 JSON values" in body["error"]
+
+
+# -- issue 24, class 6: integers, the size check before reading, charset -------------------------------
+
+
+DIGITS_5000 = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    ("path", "raw", "field"),
+    [
+        ("/v1/execute", f'{{"language": "python", "program": "print(1)", "limits": {{"timeout_s": {DIGITS_5000}}}}}', "limits.timeout_s"),
+        ("/run_code", f'{{"code": "print(1)", "language": "python", "run_timeout": -{DIGITS_5000}}}', "run_timeout"),
+        ("/v1/execute_batch", f'{{"requests": [{{"language": "python", "program": "x", "limits": {{"memory_mb": {DIGITS_5000}}}}}]}}', "requests[0].limits.memory_mb"),
+    ],
+)  # fmt: skip
+def test_an_integer_past_4300_digits_is_a_422_naming_the_field(
+    server: str, path: str, raw: str, field: str
+) -> None:
+    """Bug: json.loads raised ValueError (Python's 4,300-digit conversion limit): a plain-text 500."""
+    status, body = _post(f"{server}{path}", None, raw=raw.encode())
+    assert status == 422 and _field(body) == field and "5000 digits" in body["error"]
+
+
+def test_a_body_over_the_cap_is_refused_before_it_is_read(server: str) -> None:
+    """Bug: a 66 MB body was read whole (blocking the event loop for seconds under load) before the 413.
+    Headers announce 66 MB and 1 KB is sent: the 413 comes back at once, and /v1/ping stays fast."""
+    import time
+
+    from service_server import raw_post
+
+    with raw_post(server, "/v1/execute", b" " * 1024, content_length=66 << 20) as sock:
+        reply = sock.recv(65536).decode("latin-1")
+        start = time.perf_counter()
+        with urllib.request.urlopen(f"{server}/v1/ping", timeout=30) as response:
+            assert json.loads(response.read()) == "pong"
+        assert time.perf_counter() - start < 2.0  # the Deployment's readiness probe timeout
+    assert reply.startswith("HTTP/1.1 413"), reply[:200]
+    body = json.loads(reply.split("\r\n\r\n", 1)[1])
+    assert "--max-body-mb" in body["error"] and body["detail"][0]["loc"] == ["path", "/v1/execute"]
+
+
+def test_a_charset_other_than_utf8_is_a_415(server: str) -> None:
+    """JSON is UTF-8 (RFC 8259): a body declared latin-1 was decoded as UTF-8 anyway."""
+    headers = {"Content-Type": "application/json; charset=latin-1"}
+    status, body = _post(f"{server}/v1/execute", _program(), headers=headers)
+    assert status == 415 and _field(body) == "Content-Type" and "charset" in body["error"]
+
+
+@pytest.mark.parametrize(
+    ("path", "raw", "headers", "status", "field"),
+    [
+        ("/v1/sessions", f'{{"limits": {{"cell_timeout_s": {DIGITS_5000}}}}}', {}, 422, "limits.cell_timeout_s"),
+        ("/v1/sessions", '{"setup": ["a\\ud800"]}', {}, 422, "setup[0]"),
+        ("/run_jupyter", f'{{"cells": ["1"], "kernel": "python3", "cell_timeout": {DIGITS_5000}}}', {}, 422, "cell_timeout"),
+        ("/v1/sessions", "{}", {"Origin": "https://evil.example", "Content-Type": "text/plain"}, 403, "Origin"),
+        ("/v1/sessions", "{}", {"Content-Type": "application/json; charset=latin-1"}, 415, "Content-Type"),
+    ],
+    ids=["open-int", "open-surrogate", "jupyter-int", "open-origin", "open-charset"],
+)  # fmt: skip
+def test_session_endpoints_read_bodies_under_the_same_rules(
+    server: str, path: str, raw: str, headers: dict[str, str], status: int, field: str
+) -> None:
+    """The session endpoints (``/v1/sessions``, ``/run_jupyter``) read their bodies through the same edge
+    as ``/v1/execute``. Bugs guarded against (main before h24's merge): a 5,000-digit integer in a session
+    or ``/run_jupyter`` body was a 500 and a latin-1 charset was read as UTF-8; Origin and surrogates held."""
+    answer_status, body = _post(f"{server}{path}", None, raw=raw.encode(), headers=headers)
+    assert answer_status == status and _field(body) == field, body
+
+
+def test_a_session_body_over_the_cap_is_refused_before_it_is_read(server: str) -> None:
+    """Bug: a 66 MB ``Content-Length`` on a session endpoint was read whole before its 413 (it timed out
+    here); now the 413 comes before the body is read."""
+    from service_server import raw_post
+
+    with raw_post(server, "/v1/sessions", b" " * 1024, content_length=66 << 20) as sock:
+        reply = sock.recv(65536).decode("latin-1")
+    assert reply.startswith("HTTP/1.1 413"), reply[:200]
+    assert "--max-body-mb" in json.loads(reply.split("\r\n\r\n", 1)[1])["error"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import openai
 import pytest
+from service_server import wait_for_url
 
 from execrl.rollout.engine import create_engine
 from execrl.rollout.models import load_model_and_tokenizer
@@ -97,8 +97,11 @@ def test_bad_requests_get_openai_errors(server: tuple[str, object]) -> None:
         )
     assert "tools" in tools.value.message
     with pytest.raises(openai.BadRequestError) as long:
+        client.chat.completions.create(model=NAME, messages=MESSAGES, max_tokens=2040)  # type: ignore[arg-type]
+    assert "context length" in long.value.message  # the tiny model's context is 2048 tokens
+    with pytest.raises(openai.BadRequestError) as capped:
         client.chat.completions.create(model=NAME, messages=MESSAGES, max_tokens=10**6)  # type: ignore[arg-type]
-    assert "context length" in long.value.message
+    assert "--max-request-tokens" in capped.value.message
 
 
 def _raw(url: str, data: bytes) -> tuple[int, dict[str, object]]:
@@ -170,24 +173,13 @@ def test_cli_serve_answers_openai_client(tiny_model_dir: Path) -> None:
         text=True,
     )
     try:
-        url = _wait_for_url(proc)
+        url = wait_for_url(proc)
         reply = _client(url).chat.completions.create(model=NAME, messages=MESSAGES, max_tokens=4)  # type: ignore[arg-type]
         assert reply.choices[0].finish_reason in ("stop", "length")
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
     assert proc.returncode == 0, "SIGTERM must stop the server cleanly"
-
-
-def _wait_for_url(proc: subprocess.Popen[str]) -> str:
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if "listening on" in line:
-            return line.split("listening on ", 1)[1].strip()
-        assert line or proc.poll() is None, "execrl serve exited before listening"
-    raise AssertionError("execrl serve did not start within 120 s")
 
 
 @pytest.mark.slow

@@ -27,8 +27,8 @@ from execrl.sandbox import (
     Limits,
     Sandbox,
     Verdict,
-    harness,
     records,
+    testgroups,
 )
 from execrl.sandbox.runner import RunState
 from execrl.sandbox.serialize import request_to_dict, result_to_dict
@@ -99,7 +99,7 @@ def test_the_harness_record_checker_relays_only_wellformed_records(stream: list[
     _count("group")
     sent: list[dict[str, Any]] = []
     relay = SimpleNamespace(max_output=1 << 16, send=sent.append)  # stands in for the harness
-    group = harness.GroupState(relay, [0, 1, 2])  # type: ignore[arg-type]
+    group = testgroups.GroupState(relay, [0, 1, 2])  # type: ignore[arg-type]
     data = b"".join(line + b"\n" for line in stream)
     for start in range(0, len(data), cut * 97):
         if not group.feed(data[start : start + cut * 97]):

@@ -75,12 +75,20 @@ def ensure_ray(address: str | None, *, num_cpus: int | None = None) -> bool:
 
     A local start passes the driver's ``sys.path`` to the workers, so they import the same execrl (and the
     same user verifier modules) as the driver; on a cluster execrl must be installed on every node.
+
+    A local Ray listens on 127.0.0.1 only (its GCS, raylet and workers otherwise bind every interface:
+    anyone on the network could submit tasks to this machine). Ray 2.60 binds loopback when the node's
+    address is 127.0.0.1, which it chooses itself only on macOS and Windows (``ray.init``'s
+    ``_node_ip_address="127.0.0.1"`` is replaced by the machine's address); so ``_bind_loopback`` asks for
+    that behaviour through Ray's own switch, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (for the processes it
+    starts) and the constant it sets at import (for this one). A cluster (``address``) is not changed.
     """
     if ray.is_initialized():
         return False
     if address:
         ray.init(address=address, log_to_driver=False)
         return True
+    _bind_loopback()
     path = os.pathsep.join(p for p in sys.path if p)
     ray.init(
         num_cpus=num_cpus,
@@ -89,6 +97,13 @@ def ensure_ray(address: str | None, *, num_cpus: int | None = None) -> bool:
         runtime_env={"env_vars": {"PYTHONPATH": path}},
     )
     return True
+
+
+def _bind_loopback() -> None:
+    from ray._private import ray_constants  # pinned ray==2.60.0; tests/integration checks the binding
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 def check_resources(config: TrainConfig) -> None:

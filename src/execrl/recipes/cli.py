@@ -5,37 +5,55 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import sys
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from execrl.config import ConfigError, TrainConfig, load_config, to_toml
 from execrl.inputs import InputFileError, positive_int
 
+if TYPE_CHECKING:
+    from execrl.recipes.remote import RunMirror
 
-def _resume_dir(args: argparse.Namespace, stack: ExitStack) -> Path | None:
-    """``--resume`` as a local directory; a URL is downloaded to staging and mirrored back as it runs."""
+
+def _resume_dir(args: argparse.Namespace, stack: ExitStack, mirrors: list[RunMirror]) -> Path | None:
+    """``--resume`` as a local directory (``file://`` is one); a URL is downloaded to staging and mirrored
+    back as it runs (the staging copy is removed after the final sync)."""
     from execrl.recipes import remote
 
     if args.resume is None:
         return None
     if not remote.is_url(args.resume):
-        return Path(args.resume)
+        return Path(remote.local_path(args.resume))
     staging = remote.staging_root()
-    run_dir = remote.download_run(args.resume, staging)
-    stack.enter_context(remote.RunMirror(staging, remote.parent_url(args.resume)))
+    try:
+        run_dir = remote.download_run(args.resume, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    mirrors.append(
+        stack.enter_context(remote.RunMirror(staging, remote.parent_url(args.resume), remove_local=True))
+    )
     return run_dir
 
 
-def _stage_output(config: TrainConfig, stack: ExitStack) -> TrainConfig:
-    """``run.output_dir`` on a URL: train in a local staging directory mirrored to it."""
+def _stage_output(config: TrainConfig, stack: ExitStack, mirrors: list[RunMirror]) -> TrainConfig:
+    """``run.output_dir`` on a URL: train in a local staging directory mirrored to it (removed after the
+    final sync); ``file://`` is a local path."""
     from execrl.recipes import remote
 
-    if not remote.is_url(config.run.output_dir):
+    output_dir = config.run.output_dir
+    if not remote.is_url(output_dir):
+        if output_dir.startswith("file://"):
+            return config.model_copy(
+                update={"run": config.run.model_copy(update={"output_dir": remote.local_path(output_dir)})}
+            )
         return config
     staging = remote.staging_root()
-    stack.enter_context(remote.RunMirror(staging, config.run.output_dir))
-    print(f"run directory mirrored to {config.run.output_dir} (staging in {staging})")
+    mirrors.append(stack.enter_context(remote.RunMirror(staging, output_dir, remove_local=True)))
+    print(f"run directory mirrored to {output_dir} (staging in {staging}, removed after the run)")
     return config.model_copy(update={"run": config.run.model_copy(update={"output_dir": str(staging)})})
 
 
@@ -48,9 +66,10 @@ def _executor_overrides(args: argparse.Namespace) -> list[str]:
 
 
 def _train(args: argparse.Namespace) -> int:
+    mirrors: list[RunMirror] = []
     with ExitStack() as stack:
         try:
-            resume = _resume_dir(args, stack)
+            resume = _resume_dir(args, stack, mirrors)
             if resume is not None and (not resume.is_dir() or not (resume / "config.toml").exists()):
                 what = "not a directory" if not resume.is_dir() else "no config.toml there"
                 print(f"error: --resume {args.resume}: {what} (not an execrl run directory)", file=sys.stderr)
@@ -63,7 +82,7 @@ def _train(args: argparse.Namespace) -> int:
                 print(to_toml(config, descriptions=True), end="")
                 return 0
             if resume is None:
-                config = _stage_output(config, stack)
+                config = _stage_output(config, stack, mirrors)
         except (ConfigError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -74,10 +93,13 @@ def _train(args: argparse.Namespace) -> int:
         name = recipe_name(config)  # grpo, ppo, async or refine_rl
         logging.getLogger("execrl.train").info("recipe: %s", name)
         outcome = load_recipe(name).train(config, resume_dir=resume, progress=not args.no_progress)
-    print(f"run directory: {outcome.run_dir}")
-    report = outcome.run_dir / "report.md"
-    if report.exists():
-        print(f"report: {report}")
+    if mirrors:  # the staging copy is gone: name the run where it now lives
+        print(f"run directory: {mirrors[0].remote(outcome.run_dir)}")
+    else:
+        print(f"run directory: {outcome.run_dir}")
+        report = outcome.run_dir / "report.md"
+        if report.exists():
+            print(f"report: {report}")
     if outcome.stopped_early:
         print(f"stopped early after step {outcome.last_step}: {outcome.stopped_early}")
         return 130 if outcome.stopped_early.reason is StopReason.SIGNAL else 0

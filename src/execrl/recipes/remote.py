@@ -12,6 +12,11 @@ so a remote checkpoint without ``meta.json`` is incomplete and is never download
 locally (``checkpoint.keep_last``) are removed remotely too. ``download_run`` fetches a run for
 ``--resume``.
 
+Hostile or careless URLs (issue 24, class 5): a remote key that would land outside the local run
+directory (``../``, an absolute path, ``.``) is refused before anything is written; ``file://`` URLs are
+plain local paths (:func:`local_path`), never mirrored; the staging copy is removed once the final sync
+succeeded (a failed final sync keeps it, and says where: it is then the only copy).
+
 Limits: a driver killed outright (SIGKILL, a lost node) loses what was written since the last sync, at
 most ``interval_s`` of progress; the remote checkpoint it resumes from is always complete, and
 telemetry drops the metrics after that checkpoint on resume, as for a local run. Single writer
@@ -22,11 +27,13 @@ fsspec already (``execrl.tasks.storage``).
 from __future__ import annotations
 
 import logging
+import shutil
 import tempfile
 import threading
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 log = logging.getLogger("execrl.remote")
 
@@ -35,9 +42,24 @@ COMPLETE_MARKER = "meta.json"  # written last to a remote checkpoint: its presen
 
 
 def is_url(path: str | Path) -> bool:
-    """True for ``scheme://...`` other than ``file://`` (those go through ``RunMirror``)."""
+    """True for ``scheme://...`` other than ``file://`` (those go through ``RunMirror``; ``file://`` is a
+    local path, see :func:`local_path`)."""
     text = str(path)
     return "://" in text and not text.startswith("file://")
+
+
+def local_path(path: str) -> str:
+    """``file:///tmp/x`` (or ``file://localhost/tmp/x``) as ``/tmp/x``; any other text unchanged. A
+    ``file://`` URL naming another host is refused (it was created as ``./file:/...`` in the working
+    directory)."""
+    if not path.startswith("file://"):
+        return path
+    parts = urlsplit(path)
+    if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
+        raise ValueError(f"{path}: a file:// URL must name a local path (file:///abs/path), not a host")
+    if not parts.path:
+        raise ValueError(f"{path}: a file:// URL without a path")
+    return unquote(parts.path)
 
 
 def _filesystem(url: str) -> tuple[Any, str]:
@@ -65,8 +87,12 @@ def _local_files(root: Path) -> list[Path]:
 class RunMirror:
     """Copies the local directory ``local_root`` to ``url`` (same relative layout); see the module doc."""
 
-    def __init__(self, local_root: Path, url: str, *, interval_s: float = 10.0) -> None:
+    def __init__(
+        self, local_root: Path, url: str, *, interval_s: float = 10.0, remove_local: bool = False
+    ) -> None:
+        """``remove_local``: delete ``local_root`` (a staging directory) after the final sync succeeds."""
         self.local_root = local_root
+        self.remove_local = remove_local
         self.url = url.rstrip("/")
         self.fs, self.remote_root = _filesystem(self.url)
         self.interval_s = interval_s
@@ -124,18 +150,45 @@ class RunMirror:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self.sync()  # also after a failure: what was written locally reaches the URL
+        try:
+            self.sync()  # also after a failure: what was written locally reaches the URL
+        except BaseException:
+            log.error("the final sync to %s failed; the run stays in %s", self.url, self.local_root)
+            raise
         log.info("run mirrored to %s", self.url)
+        if self.remove_local:
+            shutil.rmtree(self.local_root, ignore_errors=True)
+
+    def remote(self, local: Path) -> str:
+        """The URL of ``local`` (a path under ``local_root``)."""
+        return f"{self.url}/{local.relative_to(self.local_root).as_posix()}"
+
+
+def _inside(run_dir: Path, relative: str, url: str) -> Path:
+    """``run_dir / relative`` when it stays inside ``run_dir``; a key with ``..``, ``.``, an empty
+    component or an absolute path is refused (it would write outside the staging directory)."""
+    parts = relative.split("/")
+    target = run_dir.joinpath(*parts)
+    if any(p in ("", ".", "..") for p in parts) or not target.resolve().is_relative_to(run_dir.resolve()):
+        raise ValueError(
+            f"--resume {url}: remote key {relative!r} leaves the run directory; nothing is resumed"
+        )
+    return target
 
 
 def download_run(url: str, local_root: Path) -> Path:
-    """Fetch the run at ``url`` into ``local_root/<run name>``; incomplete checkpoints are left out."""
+    """Fetch the run at ``url`` into ``local_root/<run name>``; incomplete checkpoints are left out, and a
+    key that would land outside ``local_root/<run name>`` is refused before anything is written."""
     fs, root = _filesystem(url)
+    name = root.rsplit("/", 1)[-1]
+    if name in ("", ".", ".."):
+        raise ValueError(f"--resume {url}: the URL must end in the run directory's name")
     if not fs.exists(f"{root}/config.toml"):
         raise ValueError(f"--resume {url}: no config.toml there (not an execrl run directory)")
-    run_dir = local_root / root.rsplit("/", 1)[-1]
-    for remote in fs.find(root):
-        relative = remote[len(root) :].lstrip("/")
+    run_dir = local_root / name
+    keys = [(remote, remote[len(root) :].lstrip("/")) for remote in fs.find(root)]
+    targets = [_inside(run_dir, relative, url) for _, relative in keys]  # all checked before any write
+    for (remote, relative), target in zip(keys, targets, strict=True):
         parts = relative.split("/")
         if (
             len(parts) >= 3
@@ -143,7 +196,6 @@ def download_run(url: str, local_root: Path) -> Path:
             and not fs.exists(f"{root}/{'/'.join(parts[:2])}/{COMPLETE_MARKER}")
         ):
             continue  # a checkpoint whose upload did not finish
-        target = run_dir / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         fs.get_file(remote, str(target))
     return run_dir

@@ -16,6 +16,10 @@ conversations do not fit in ``reuse_kv_max_bytes``, the later rounds find little
 of 13,970 prompt tokens in a repair chunk with the 2 GiB default). Measured (``execrl bench refine-kv``): see
 :mod:`execrl.bench.refine_kv`.
 
+Errors: a conversation the backend cannot answer (a 400 for a context past the model's, a connection
+that failed after the client's retries, an engine that refused the prompt) gets a :class:`Reply` with
+``error``; the loop records it in the trace and the summary and goes on with the other problems.
+
 Limits: token counts of the OpenAI backend are the server's ``usage`` figures; it sends no ``seed`` (a seeded
 request runs alone on ``execrl serve``, which would undo its batching), so API runs are not reproducible.
 """
@@ -26,7 +30,7 @@ import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from execrl.rollout.engine import Engine
@@ -51,10 +55,16 @@ class Reply:
     prompt_tokens: int
     completion_tokens: int
     finish_reason: str
+    error: str | None = None  # the backend refused this conversation (e.g. past the context): no text
 
 
 class ChatBackend(Protocol):
+    """``complete`` answers every conversation: one it cannot answer gets a :class:`Reply` with ``error``
+    (the loop records it and stops that problem) rather than an exception that would end the run.
+    ``tokenizer``: the model's, when known (feedback is counted and cleaned with it), else None."""
+
     name: str
+    tokenizer: Any
 
     def complete(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]: ...
 
@@ -106,7 +116,12 @@ class LocalBackend:
             lengths, self.prompts_per_batch, self.max_batch_tokens, params.max_new_tokens
         ):
             prompts = encoded[start:end]
-            batch = self.engine.generate(prompts, sampling)
+            try:
+                batch = self.engine.generate(prompts, sampling)
+            except ValueError as exc:  # the engine refused these prompts (too long, bad ids)
+                log.warning("the engine refused conversations %d-%d: %s", start, end, exc)
+                replies.extend(Reply("", len(p), 0, "error", error=f"engine: {exc}") for p in prompts)
+                continue
             log.info(
                 "generated %d/%d conversations (%d tokens in %.0f s; %d of %d prompt tokens reused)",
                 end,
@@ -152,15 +167,25 @@ class OpenAIBackend:
 
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=2, timeout=3600)
         self.name, self.model, self.concurrency = f"openai:{model}@{base_url}", model, concurrency
+        self.tokenizer = None  # the server's is unknown: feedback is bounded in characters (feedback.py)
 
     def _one(self, conversation: Conversation, params: GenerationParams) -> Reply:
-        reply = self.client.chat.completions.create(
-            model=self.model,
-            messages=list(conversation),  # type: ignore[arg-type]
-            max_tokens=params.max_new_tokens,
-            temperature=params.temperature,
-            top_p=params.top_p,
-        )
+        import openai
+
+        try:
+            reply = self.client.chat.completions.create(
+                model=self.model,
+                messages=list(conversation),  # type: ignore[arg-type]
+                max_tokens=params.max_new_tokens,
+                temperature=params.temperature,
+                top_p=params.top_p,
+            )
+        except openai.APIStatusError as exc:  # e.g. 400 context_length_exceeded: this problem only
+            return Reply("", 0, 0, "error", error=f"HTTP {exc.status_code}: {str(exc.message)[:500]}")
+        except openai.APIConnectionError as exc:  # refused or timed out after the client's retries
+            return Reply("", 0, 0, "error", error=f"{type(exc).__name__}: {str(exc)[:500]}")
+        if not reply.choices:
+            return Reply("", 0, 0, "error", error="the endpoint answered with no choices")
         choice = reply.choices[0]
         usage = reply.usage
         return Reply(

@@ -46,6 +46,7 @@ def _config(args: argparse.Namespace) -> Any:
         rounds=args.rounds,
         feedback=args.feedback,
         max_failures_shown=args.max_failures_shown,
+        max_feedback_tokens=args.max_feedback_tokens,
         history=args.history,
         generation=generation,
         seed=args.seed,
@@ -105,6 +106,14 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append(f"  {name:<16} {cells}")
     for name, deltas in summary["deltas"].items():
         lines.append(f"  {name:<28} " + "  ".join(_ci(e) for e in deltas))
+    errors = {n: c["endpoint_errors"] for n, c in summary["conditions"].items() if c.get("endpoint_errors")}
+    if errors:
+        first = summary["endpoint_errors"][0]
+        lines.append(
+            "  endpoint errors (attempts counted as failed): "
+            + ", ".join(f"{n} {k}" for n, k in errors.items())
+            + f"; first: {first['task_id']} turn {first['turn']}: {first['error'][:200]}"
+        )
     for name, cond in summary["conditions"].items():
         if cond["transitions"]:
             lines.append(
@@ -117,14 +126,30 @@ def format_summary(summary: dict[str, Any]) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from execrl.refine.trace import format_trace, read_trace
+    from execrl.inputs import regular_file
+    from execrl.refine.trace import format_trace, printable, read_trace
 
+    skipped: list[tuple[int, str]] = []
     try:
-        rows = list(read_trace(args.trace_file))
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        rows = list(read_trace(regular_file(args.trace_file, "refine trace"), skipped=skipped))
+    except OSError as exc:
+        print(f"error: {args.trace_file}: cannot read ({exc.strerror or exc})", file=sys.stderr)
+        return 2
+    if skipped and not rows:
+        line, problem = skipped[0]
+        print(
+            f"error: {printable(args.trace_file)}:{line}: not a refine trace row ({printable(problem)}); "
+            f"no row in {len(skipped)} lines",
+            file=sys.stderr,
+        )
         return 2
     print(format_trace(rows, task_id=args.task, condition=args.condition, show_prompt=args.prompt))
+    if skipped:
+        lines = ", ".join(str(n) for n, _ in skipped[:10]) + (" ..." if len(skipped) > 10 else "")
+        print(
+            f"(skipped {len(skipped)} malformed rows of {printable(args.trace_file)}: lines {lines})",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -139,6 +164,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     r.add_argument("--rounds", type=int, default=3, help="generations per problem at most (1 + repairs)")
     r.add_argument("--feedback", default="details", choices=("pass_fail", "names", "details"))
     r.add_argument("--max-failures-shown", type=int, default=3)
+    r.add_argument(
+        "--max-feedback-tokens", type=int, default=512, help="feedback is cut past this many tokens (marked)"
+    )
     r.add_argument("--history", default="full", choices=("full", "last"))
     r.add_argument("--conditions", default="refine,random_feedback,resample")
     r.add_argument("--max-new-tokens", type=int, default=384)

@@ -7,6 +7,9 @@ Problems run together: each turn is one backend call over every still-active pro
 batch. Problems with no visible tests get no feedback and stop after the first attempt (15 of HumanEval's
 164 have no docstring example; they count in every condition alike).
 
+A conversation the backend cannot answer (``Reply.error``: a context-length 400, a dead endpoint) is an
+attempt with ``error`` set that failed everything; that problem stops, the others go on.
+
 Hidden tests never enter a prompt: feedback is rendered from a visible-test score only. Every attempt is
 *also* scored on the hidden tests, for the per-round report ("had we stopped at round r"), and that score
 goes to the trace and the report, never into a message or a decision of the loop.
@@ -24,7 +27,7 @@ import dataclasses
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from execrl.refine.backends import ChatBackend, GenerationParams, Reply
 from execrl.refine.feedback import FeedbackFormat, render_feedback
@@ -54,7 +57,8 @@ class RefineConfig:
     rounds: int = 3  # generations per problem at most: the first attempt and rounds-1 repairs
     feedback: FeedbackFormat = "details"
     max_failures_shown: int = 3
-    max_feedback_chars: int = 300
+    max_feedback_chars: int = 300  # per field (input, got, an error message, a test name)
+    max_feedback_tokens: int = 512  # the whole feedback before the instruction (feedback.py)
     history: Literal["full", "last"] = "full"
     generation: GenerationParams = field(default_factory=GenerationParams)
     limits: Limits = field(default_factory=lambda: Limits(timeout_s=10, cpu_time_s=10))
@@ -63,8 +67,10 @@ class RefineConfig:
     def __post_init__(self) -> None:
         if self.rounds < 1:
             raise ValueError(f"RefineConfig.rounds must be >= 1 (1 = no repair), got {self.rounds}")
-        if self.max_failures_shown < 1 or self.max_feedback_chars < 20:
-            raise ValueError("max_failures_shown must be >= 1 and max_feedback_chars >= 20")
+        if self.max_failures_shown < 1 or self.max_feedback_chars < 20 or self.max_feedback_tokens < 16:
+            raise ValueError(
+                "max_failures_shown must be >= 1, max_feedback_chars >= 20 and max_feedback_tokens >= 16"
+            )
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,7 @@ class Attempt:
     prompt_tokens: int
     completion_tokens: int
     feedback: str | None = None  # what the model was told after this attempt (None: it stopped here)
+    error: str | None = None  # the backend could not answer (no text; the problem stops here)
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,21 @@ def _scores(
 def _attempt(
     task: Task, turn: int, messages: list[dict[str, str]], reply: Reply, visible: Score | None, hidden: Score
 ) -> Attempt:
+    if reply.error is not None:
+        return Attempt(
+            turn=turn,
+            messages=tuple((m["role"], m["content"]) for m in messages),
+            completion="",
+            code=None,
+            visible_passed=False,
+            visible_reason=f"endpoint_error: {reply.error}",
+            visible_fraction=0.0,
+            visible_tests=(),
+            hidden_passed=False,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=0,
+            error=reply.error,
+        )
     tests = visible.execution.tests if visible is not None and visible.execution is not None else ()
     return Attempt(
         turn=turn,
@@ -164,7 +186,8 @@ def _generate_and_score(
         _attempt(t, turn, c, r, v, h)
         for t, c, r, v, h in zip(tasks, conversations, replies, visible, hidden, strict=True)
     ]
-    return attempts, visible
+    # A problem the backend could not answer stops: its next turn would only be longer.
+    return attempts, [None if r.error is not None else v for r, v in zip(replies, visible, strict=True)]
 
 
 def first_attempts(
@@ -174,11 +197,16 @@ def first_attempts(
     return _generate_and_score(tasks, [_messages(t) for t in tasks], 1, backend, runner, config, config.seed)
 
 
-def _feedback(score: Score | None, config: RefineConfig) -> str | None:
+def _feedback(score: Score | None, config: RefineConfig, tokenizer: Any) -> str | None:
     if score is None or score.passed:
         return None
     return render_feedback(
-        score, config.feedback, max_failures=config.max_failures_shown, max_chars=config.max_feedback_chars
+        score,
+        config.feedback,
+        max_failures=config.max_failures_shown,
+        max_chars=config.max_feedback_chars,
+        max_tokens=config.max_feedback_tokens,
+        tokenizer=tokenizer,
     )
 
 
@@ -239,7 +267,8 @@ def run_refine(
     def next_turn(
         attempts: list[list[Attempt]], scores: list[Score | None], active: list[int], turn: int
     ) -> list[list[dict[str, str]]]:
-        feedback = [_feedback(scores[i], config) or "" for i in active]
+        tokenizer = getattr(backend, "tokenizer", None)
+        feedback = [_feedback(scores[i], config, tokenizer) or "" for i in active]
         if source == "random":
             feedback = _swap_feedback(feedback, rng)
         conversations = []

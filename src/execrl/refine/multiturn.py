@@ -182,7 +182,7 @@ def _after_turn(
         if score.passed or e.done:
             e.done = True
             continue
-        text = render_feedback(score, config.feedback)
+        text = render_feedback(score, config.feedback, tokenizer=tokenizer)  # special tokens removed
         extra = feedback_ids(tokenizer, e.token_ids, e.messages, text)
         e.messages.append({"role": "user", "content": text})
         e.token_ids.extend(extra)

@@ -9,7 +9,8 @@ Definitions (all over the same problems, pure functions of the ``ProblemRun``s):
 - *fix rate by error type*: over transitions attempt t -> t+1 whose attempt t failed the visible tests with
   reason code c, the share where attempt t+1 passes them;
 - *regression*: a transition where a visible test that passed at t fails at t+1;
-- *identical resubmission*: attempt t+1's extracted code equals attempt t's (whitespace-normalised).
+- *identical resubmission*: attempt t+1's extracted code equals attempt t's (whitespace-normalised);
+- *endpoint errors*: attempts the backend could not answer (counted as failed; listed with their error).
 
 Intervals: percentile bootstrap over problems (``execrl.eval.stats``); differences use the paired bootstrap.
 """
@@ -23,7 +24,7 @@ from typing import Any
 from execrl.eval.stats import bootstrap_ci, paired_bootstrap_diff
 from execrl.refine.loop import Attempt, ProblemRun, best_visible_index
 
-__all__ = ["hidden_at_round", "summarize", "transition_stats"]
+__all__ = ["endpoint_errors", "hidden_at_round", "summarize", "transition_stats"]
 
 
 def hidden_at_round(run: ProblemRun, round_: int) -> bool:
@@ -95,6 +96,7 @@ def summarize(
         out["conditions"][name] = {
             "hidden_pass_by_round": [bootstrap_ci(v, **opts).as_dict() for v in per_round[name]],
             "visible_pass_final": sum(r.final.visible_passed for r in runs) / len(runs),
+            "endpoint_errors": sum(a.error is not None for r in runs for a in r.attempts),
             "usage": _usage(runs),
             **transition_stats(runs),
         }
@@ -104,4 +106,17 @@ def summarize(
                 paired_bootstrap_diff(per_round[other][k], per_round["refine"][k], **opts).as_dict()
                 for k in range(rounds)
             ]
+    out["endpoint_errors"] = endpoint_errors(conditions)
     return out
+
+
+def endpoint_errors(conditions: Mapping[str, Sequence[ProblemRun]], limit: int = 100) -> list[dict[str, Any]]:
+    """The attempts the backend could not answer (``Attempt.error``), the first ``limit`` of them."""
+    found = [
+        {"condition": name, "task_id": r.task_id, "turn": a.turn, "error": a.error}
+        for name, runs in conditions.items()
+        for r in runs
+        for a in r.attempts
+        if a.error is not None
+    ]
+    return found[:limit]

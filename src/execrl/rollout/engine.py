@@ -11,7 +11,7 @@ their library inside the factory, so that choosing ``"hf"`` never imports them.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -44,8 +44,9 @@ class Engine(Protocol):
 
 
 # Called by engines that stream (``generate(..., on_step=hook)``) after every decode step, on the generating
-# thread, with the output rows that got a token in that step and the tokens: (row ids [A], tokens [A]).
-StepHook = Callable[["torch.Tensor", "torch.Tensor"], None]
+# thread, with the output rows that got a token in that step and the tokens: (row ids [A], tokens [A]). It
+# may return row ids to finish at once (a server whose client left, or that is stopping); None: go on.
+StepHook = Callable[["torch.Tensor", "torch.Tensor"], "Collection[int] | None"]
 
 
 @runtime_checkable

@@ -224,7 +224,9 @@ class HFEngine:
         """Sample ``params.samples_per_prompt`` completions for each prompt (token id lists).
 
         ``on_step(row_ids [A], tokens [A])`` is called on the generating thread after every decode step
-        with the rows that got a token in it (a streaming server forwards them as they come)."""
+        with the rows that got a token in it (a streaming server forwards them as they come); row ids it
+        returns finish at once (their ``finish_reason`` stays "length": a server that cancels them drops
+        them)."""
         prompts = _validate_prompts(prompt_token_ids, self._vocab_size())
         reused = self._lookup(prompts)
         generator = torch.Generator().manual_seed(params.seed)
@@ -321,8 +323,8 @@ class HFEngine:
             live_logits = logits if bool(live.all()) else logits[live]
             sampled = sample_next_tokens(live_logits, params, generator)  # draws for live rows only
             finished = self._record(rows.ids[live], step, sampled, params, out, stop_ids)  # [A_live]
-            if on_step is not None:
-                on_step(rows.ids[live], sampled.tokens)
+            if on_step is not None and (stop := on_step(rows.ids[live], sampled.tokens)):
+                finished = finished | torch.isin(rows.ids[live], torch.tensor(sorted(stop)))  # [A_live]
             tokens = torch.full(live.shape, self.pad_token_id, dtype=torch.long)  # dead rows are fed pad
             tokens[live] = sampled.tokens
             rows.alive = live.clone()

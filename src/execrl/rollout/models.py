@@ -23,11 +23,13 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from execrl.rollout import model_dir
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
@@ -38,6 +40,7 @@ __all__ = [
     "default_tokenizer",
     "embedded_gguf_path",
     "load_model_and_tokenizer",
+    "load_planned",
     "tiny_model",
 ]
 
@@ -112,8 +115,10 @@ def _convert_gguf(gguf: Path, out_dir: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, trust_remote_code=False)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32, trust_remote_code=False
+    )
     _clear_quantization_marker(model)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
@@ -156,21 +161,26 @@ def default_tokenizer() -> PreTrainedTokenizerBase:
 
     converted = cache_root() / "models" / DEFAULT_MODEL_NAME
     if _is_complete_checkpoint(converted):
-        return AutoTokenizer.from_pretrained(converted)
+        return AutoTokenizer.from_pretrained(converted, trust_remote_code=False)
     gguf = embedded_gguf_path()
-    return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, trust_remote_code=False)
 
 
 def load_model_and_tokenizer(
-    path: str | Path, *, dtype: torch.dtype | None = None
+    path: str | Path, *, dtype: torch.dtype | None = None, plan: model_dir.ModelPlan | None = None
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load a causal LM and its tokenizer from a local directory, in eval mode, on CPU.
 
     ``dtype`` defaults to float32 (the training dtype on CPU). A tokenizer without a pad token gets the EOS
-    token as pad (padding is always masked, so the choice does not change results).
+    token as pad (padding is always masked, so the choice does not change results). Before any weight is
+    read, the directory is checked (:mod:`execrl.rollout.model_dir`): the config's size is bounded by the
+    machine's memory, the tokenizer loads, and the weight files must hold every tensor the
+    config describes; ``trust_remote_code`` is always False. ``plan``: the directory's checked plan
+    (``model_dir.plan_model``) when the caller made it already.
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from execrl.rollout import model_dir
 
     directory = Path(path).expanduser()
     if not (directory / "config.json").is_file():
@@ -178,14 +188,31 @@ def load_model_and_tokenizer(
             f"{directory} is not a Hugging Face model directory (no config.json); pass a directory written "
             "by `save_pretrained`, or use execrl.rollout.models.default_model_dir() for the embedded model"
         )
-    model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype or torch.float32)
-    model.eval()  # type: ignore[no-untyped-call]
-    tokenizer = AutoTokenizer.from_pretrained(directory)
+    plan = plan or model_dir.plan_model(directory, dtype=dtype or torch.float32)
+    tokenizer = model_dir.load_tokenizer(directory)
+    model_dir.check_weight_files(plan)
+    model = load_planned(plan, dtype=dtype or torch.float32)
     if tokenizer.pad_token_id is None:
         if tokenizer.eos_token is None:
             raise ModelLoadError(f"the tokenizer in {directory} has neither a pad nor an EOS token")
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+def load_planned(plan: model_dir.ModelPlan, *, dtype: torch.dtype) -> PreTrainedModel:
+    """The weights of a checked directory (``model_dir.plan_model``), in eval mode; loading's own report
+    of missing or mismatched tensors is an error."""
+    from transformers import AutoModelForCausalLM
+
+    from execrl.rollout import model_dir
+
+    loaded: Any = AutoModelForCausalLM.from_pretrained(
+        plan.directory, config=plan.config, dtype=dtype, trust_remote_code=False, output_loading_info=True
+    )
+    model, info = loaded
+    model_dir.check_loading_info(info, plan.directory)
+    model.eval()
+    return model  # type: ignore[no-any-return]
 
 
 def tiny_model(

@@ -142,7 +142,7 @@ The ``unisolated`` backend is NOT a security boundary.
 Trade-offs made for throughput (each measured; see the modules named):
 
 * One process per execution for a single Python ``CodeTest``/``CallTest`` (HumanEval's shape;
-  ``harness.runs_inline``): the candidate runs in the sandbox's pid 1, so the result pipe is in its
+  ``testgroups.runs_inline``): the candidate runs in the sandbox's pid 1, so the result pipe is in its
   hands. Its records are untrusted data the parent validates (order, fields, a garbage line is the
   program's runtime error); how pid 1 ended comes from the zygote that reaps it, not from the sandbox. A
   forged record gains nothing a ``CodeTest`` did not already allow, and a ``CallTest`` value still needs

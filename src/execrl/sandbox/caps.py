@@ -43,7 +43,7 @@ MAX_JSON_ITEMS = 1 << 20  # values in one body: at most ~100 MB while it is pars
 _MARKER_BYTES = len(TRUNCATION_MARKER.format(n=1 << 40))
 _TEST_FIELDS = 5  # input, expected, got, error_message, traceback_tail
 _DEFAULT_OUTPUT_BYTES = Limits().max_output_bytes
-_RECORD_SLACK = 1 << 16  # a record's line may exceed max_output_bytes by this much (harness.GroupState)
+_RECORD_SLACK = 1 << 16  # a record's line may exceed max_output_bytes by this much (testgroups.GroupState)
 
 
 def fetch_bytes(execution: ExecutionRequest) -> int:

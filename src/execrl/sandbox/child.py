@@ -1,5 +1,5 @@
 """What runs in a candidate process ``C`` (forked by the harness, one per program run; or the harness's
-own process for a single function/assert test, ``harness.runs_inline``).
+own process for a single function/assert test, ``testgroups.runs_inline``).
 
 Everything here after ``prelude`` runs in the same process as untrusted code, so nothing it reports is
 trusted by itself: the harness (``harness.py``) treats each record as data, the parent judges values and
@@ -122,7 +122,7 @@ def find_global_rngs() -> None:
     own (``random``'s ``_inst``, numpy's legacy global ``RandomState``, any other module's global
     ``random.Random``/``RandomState``), to reseed per execution (``_reseed_preloaded``). Every sandbox is
     a copy of the zygote, so without that each would draw the same numbers: the worker is a raw
-    ``clone``, which runs no at-fork hook, and an inline run (``harness.runs_inline``) never forks. OS-
+    ``clone``, which runs no at-fork hook, and an inline run (``testgroups.runs_inline``) never forks. OS-
     backed generators (``secrets``' ``SystemRandom``) have no state; state deeper than a module's
     globals (an object's attribute) is not found."""
     random = sys.modules.get("random")
@@ -372,7 +372,7 @@ def run_tests(
 ) -> NoReturn:
     """Run the program once (as ``__candidate__``), then each function/assert test, reporting each.
 
-    Also the inline path (``harness.runs_inline``): then this process is the sandbox's pid 1 and
+    Also the inline path (``testgroups.runs_inline``): then this process is the sandbox's pid 1 and
     ``rec_fd`` goes straight to the parent, which validates these records itself. It ends through
     ``pyexit.exit_now``: ``os._exit = None`` in the program (SandboxFusion's anti-hack prelude) must not
     turn the end of a run into an exception that climbs into the harness's own code."""

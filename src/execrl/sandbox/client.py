@@ -41,6 +41,7 @@ from types import TracebackType
 
 import aiohttp
 
+from execrl.retry import backoff_delay
 from execrl.sandbox.errors import InvalidRequestError
 from execrl.sandbox.serialize import request_to_dict, result_from_dict
 from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Verdict, ellipsize
@@ -83,8 +84,8 @@ class ClientConfig:
             )
 
     def backoff(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt ``attempt`` (1-based): backoff_s * 2**(attempt-1), capped."""
-        return float(min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1)))
+        """Seconds to wait after failed attempt ``attempt`` (1-based): execrl's one rule (``execrl.retry``)."""
+        return backoff_delay(attempt, base_s=self.backoff_s, max_s=self.backoff_max_s)
 
 
 @dataclass(frozen=True)

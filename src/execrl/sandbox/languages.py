@@ -11,7 +11,7 @@ directory; a compiler's cache or home (``env``) points into it, so nothing persi
 ``test_kinds`` says which test styles make sense for the language. ``call`` tests of a binary language
 run through a harness written in that language (``CallHarness``): it reads the tests' arguments from
 stdin, calls the function and writes one record per test to fd 3 (``CALL_RECORD_FD``), which the
-sandbox's harness validates exactly as it validates a Python candidate's records (``harness.GroupState``).
+sandbox's harness validates exactly as it validates a Python candidate's records (``testgroups.GroupState``).
 
 Toolchains come from Debian packages (``package``; ``scripts/setup.sh --system`` installs them). A
 language whose toolchain is missing on this host stays registered but ``unavailable``: a request for it

@@ -7,7 +7,7 @@ built, before it drops privileges). A reader thread receives finished workers fr
 each into its slot's cgroups; the zygote itself never has threads. A janitor thread waits for finished
 sandboxes to leave their cgroup before the slot is reused, off the caller's critical path: first for
 the killed worker's pidfd (no polling), then it checks that the cgroup is empty. The zygote also
-reports each worker's exit status (``wait_exit``), which inline runs need (``harness.runs_inline``). If the zygote
+reports each worker's exit status (``wait_exit``), which inline runs need (``testgroups.runs_inline``). If the zygote
 dies it is restarted on the next ``acquire``.
 """
 

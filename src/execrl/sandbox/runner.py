@@ -5,8 +5,8 @@ The parent side of the wall-clock watchdog lives here, outside the sandbox: it k
 the pid namespace. The same loop polls the cgroup's CPU time (the whole process tree, daemons included)
 and drains stdout, stderr and the result pipe continuously, so the sandbox never blocks on a full pipe;
 output beyond ``limits.max_output_bytes`` kills the run (``output_limit``) and memory stays bounded.
-For an inline run (``harness.runs_inline``: the candidate is pid 1) the parent also plays the harness's
-part: it validates the candidate's records (``harness.GroupState``) and turns a death into the test's
+For an inline run (``testgroups.runs_inline``: the candidate is pid 1) the parent also plays the harness's
+part: it validates the candidate's records (``testgroups.GroupState``) and turns a death into the test's
 record from the exit status the zygote reports.
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from execrl.sandbox import asserts, harness, records
+from execrl.sandbox import asserts, records, testgroups
 from execrl.sandbox.cgroups import CgroupSlot
 from execrl.sandbox.child import cpu_rlimit, write_all
 from execrl.sandbox.errors import InvalidRequestError, SandboxFailure
@@ -183,7 +183,7 @@ def _own_cpu_rlimit(ended: WorkerExit, cpu_time_s: float) -> bool:
 
 
 class _Relay:
-    """Stands in for the harness when the candidate runs in pid 1 (``harness.runs_inline``): the parent
+    """Stands in for the harness when the candidate runs in pid 1 (``testgroups.runs_inline``): the parent
     checks the candidate's records with the harness's own ``GroupState`` and records what passes.
 
     It holds a weak proxy: the driver owns the group that owns this relay, and a strong reference back
@@ -201,7 +201,7 @@ class _Relay:
 def runs_inline(request: ExecutionRequest, language: Language, isolated: bool) -> bool:
     kinds = {CodeTest: "code", CallTest: "call", IOTest: "io"}
     test_kinds = [kinds[type(t)] for t in request.tests]
-    return harness.runs_inline(isolated, language.mode, test_kinds, bool(request.fetch_files))
+    return testgroups.runs_inline(isolated, language.mode, test_kinds, bool(request.fetch_files))
 
 
 class Driver:
@@ -230,7 +230,7 @@ class Driver:
         self.judge: Any = None
         self.wait_exit = wait_exit
         inline = wait_exit is not None and runs_inline(request, language, True)
-        self.group = harness.GroupState(_Relay(self), [0]) if inline else None  # type: ignore[arg-type]
+        self.group = testgroups.GroupState(_Relay(self), [0]) if inline else None  # type: ignore[arg-type]
 
     def kill(self, reason: str) -> None:
         if self.state.kill_reason is None:
@@ -261,7 +261,7 @@ class Driver:
 
     def _inline_death(self, start: float) -> None:
         """pid 1 ran the candidate and ended (or closed its pipes) before every test had its record: the
-        test in progress gets the death, as the zygote saw it (exit status), like ``harness.run_group``."""
+        test in progress gets the death, as the zygote saw it (exit status), like ``testgroups.run_group``."""
         assert self.group is not None and self.wait_exit is not None
         limits = self.request.limits
         wall_left_s = start + limits.timeout_s + WALL_GRACE_S - time.monotonic()

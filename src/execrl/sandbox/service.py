@@ -14,12 +14,14 @@ verl's SandboxFusion reward client works unchanged: set its ``sandbox_fusion_url
 Bad input never reaches the sandbox and never stops the server: a body that is not UTF-8 or not JSON, a
 wrong field type, an unknown field or language, an empty /v1 program or an out-of-range limit answers HTTP 422
 (as FastAPI, hence SandboxFusion, does) with ``{"error": "<field>: <problem>", "detail": [{"loc": [...],
-"field": ..., "msg": ..., "type": ...}]}``; so do JSON nested deeper than ``caps.MAX_JSON_DEPTH`` and a
-request above one of ``ServiceConfig``'s caps (output per stream, tests, batch size, worst-case result
-size: ``type: cap_exceeded``); unknown routes 404, wrong methods 405, bodies over ``max_body_mb`` 413, a
-POST whose Content-Type is not ``application/json`` 415 and a POST whose ``Origin`` header is not in
-``allowed_origins`` 403 (a web page's cross-origin form or text/plain POST needs no CORS preflight), all
-as JSON. A sandbox that cannot run (not the candidate's fault) answers 503 on the native endpoints and
+"field": ..., "msg": ..., "type": ...}]}``; so do JSON nested deeper than ``caps.MAX_JSON_DEPTH``, an
+integer past Python's 4,300-digit limit or a lone surrogate (naming the field), and a request above one
+of ``ServiceConfig``'s caps (output per stream, tests, batch size, worst-case result size: ``type:
+cap_exceeded``); unknown routes 404, wrong methods 405, bodies over ``max_body_mb`` 413 (by
+Content-Length, before the body is read), a POST whose Content-Type is not ``application/json`` (or whose
+charset is not UTF-8) 415 and a POST whose ``Origin`` header is not in ``allowed_origins`` 403, all as
+JSON. These body rules live in ``http_edge.py``, shared with ``execrl serve``; bodies over 1 MiB are
+decoded off the event loop. A sandbox that cannot run (not the candidate's fault) answers 503 on the native endpoints and
 ``status: SandboxError`` on ``/run_code``, like SandboxFusion.
 
 Concurrency is the sandbox's: handlers ``await sandbox.arun(...)``, which queues on the sandbox's bounded
@@ -31,7 +33,6 @@ proxy with authentication and a connection limit in front (README, "Exposing the
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import signal
 import sys
@@ -41,16 +42,11 @@ from typing import Any, Literal, Protocol
 
 from aiohttp import web
 
-from execrl.sandbox.caps import (
-    check_batch,
-    check_execution,
-    check_json_shape,
-    fit_default_output,
-    json_too_deep,
-)
+from execrl.sandbox.caps import check_batch, check_execution, fit_default_output
 from execrl.sandbox.errors import InvalidRequestError, SandboxError
 from execrl.sandbox.fusion import UnsupportedLanguage, parse_run_code, run_code_response
 from execrl.sandbox.fusion import unsupported_language_response as _unsupported
+from execrl.sandbox.http_edge import BodyRefused, read_json_body
 from execrl.sandbox.serialize import FieldProblem, RequestFieldError, request_from_dict, result_to_dict
 from execrl.sandbox.sessions.http import SessionServiceConfig, add_session_routes
 from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Verdict
@@ -136,15 +132,6 @@ _CONFIG_KEY = web.AppKey("config", ServiceConfig)
 _HEADER_KINDS = frozenset({"unsupported_media_type", "origin_forbidden"})
 
 
-class _Refused(Exception):
-    """A request refused on its headers, before its body is read (415, 403)."""
-
-    def __init__(self, status: int, problem: FieldProblem) -> None:
-        super().__init__(problem.message)
-        self.status = status
-        self.problem = problem
-
-
 def _loc(problem: FieldProblem) -> list[str]:
     """FastAPI-style location: ["body", field] for body fields, ["path", path] for routing errors."""
     if problem.kind == "http_error":
@@ -165,7 +152,7 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
     """Every failure becomes a JSON body; nothing a client sends can take the server down."""
     try:
         return await handler(request)
-    except _Refused as exc:
+    except BodyRefused as exc:
         return _error_response(exc.status, [exc.problem])
     except RequestFieldError as exc:
         return _error_response(422, exc.problems)
@@ -179,38 +166,14 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
         return _error_response(exc.status, [FieldProblem(request.path, exc.reason, "http_error")])
 
 
-def _check_headers(request: web.Request) -> None:
-    """Programs only: a web page's cross-origin ``text/plain`` or form POST needs no CORS preflight, so
-    without these checks any page a user opens could run code here. Browsers always send ``Origin`` on a
-    cross-origin POST (and on DNS-rebound ones); programs send none unless told to."""
-    origin = request.headers.get("Origin")
-    if origin is not None and origin not in request.app[_CONFIG_KEY].allowed_origins:
-        message = f"{origin!r} is not allowed (server option --allow-origin); browsers may not call this API"
-        raise _Refused(403, FieldProblem("Origin", message, "origin_forbidden"))
-    if request.content_type != "application/json":
-        message = f"is {request.content_type!r}; send the body as JSON with Content-Type: application/json"
-        raise _Refused(415, FieldProblem("Content-Type", message, "unsupported_media_type"))
-
-
 async def _read_json(request: web.Request) -> Any:
-    _check_headers(request)
-    raw = await request.read()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RequestFieldError(
-            [FieldProblem("body", f"is not UTF-8 (invalid byte at offset {exc.start})", "unicode_error")]
-        ) from None
-    check_json_shape(raw)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno} column {exc.colno}"
-        raise RequestFieldError(
-            [FieldProblem("body", f"is not JSON: {exc.msg} ({where})", "json_invalid")]
-        ) from None
-    except RecursionError:  # unbalanced brackets that nest past the parser's stack
-        raise RequestFieldError([json_too_deep()]) from None
+    """The body as JSON under the shared edge rules (``http_edge``: Origin, Content-Type and charset,
+    Content-Length checked before reading, UTF-8, depth and size, integers and surrogates; a large body
+    decoded off the event loop)."""
+    config = request.app[_CONFIG_KEY]
+    return await read_json_body(
+        request, allowed_origins=config.allowed_origins, max_body_bytes=config.max_body_mb << 20
+    )
 
 
 def _check_language(execution: ExecutionRequest, field: str) -> ExecutionRequest:

@@ -85,7 +85,7 @@ _READY = {w: (json.dumps({"kind": "ready", "workdir": w}) + "\n").encode() for w
 
 def _reap(sock: socket.socket | None, block: bool = False) -> None:
     """Reap finished processes; for a worker's pid 1, tell the parent how it ended (``exited``): when the
-    candidate runs in pid 1 itself (``harness.runs_inline``) this is the only trustworthy account. It
+    candidate runs in pid 1 itself (``testgroups.runs_inline``) this is the only trustworthy account. It
     includes the hard CPU rlimit pid 1 died with (read from the zombie before reaping it): a program
     can lower its own hard limit, even to 0, and be SIGKILLed by the kernel at once, which must read as
     the program's doing, not as a kill from outside (``runner.Driver._inline_death``)."""

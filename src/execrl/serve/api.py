@@ -33,12 +33,24 @@ MAX_STOP = 4
 class RequestError(ValueError):
     """A request the server refuses; carries the HTTP status and OpenAI error fields."""
 
-    def __init__(self, message: str, *, param: str | None = None, status: int = 400, code: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        status: int = 400,
+        code: str | None = None,
+        error_type: str | None = None,
+    ):
         super().__init__(message)
         self.message, self.param, self.status, self.code = message, param, status, code
+        self._error_type = error_type
 
     @property
     def error_type(self) -> str:
+        """OpenAI's ``type``: given, else invalid_request_error for 4xx and server_error for 5xx."""
+        if self._error_type is not None:
+            return self._error_type
         return "invalid_request_error" if self.status < 500 else "server_error"
 
 
@@ -58,13 +70,13 @@ class ChatRequest(BaseModel):
 
     model: str
     messages: list[ChatMessageIn] = Field(min_length=1)
-    n: int = Field(1, ge=1, le=MAX_N)
+    n: int = Field(1, ge=1, le=MAX_N, strict=True)  # strict: `true` is not 1, 2.0 is not 2
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1, strict=True)
+    max_completion_tokens: int | None = Field(None, ge=1, strict=True)
     stop: str | list[str] | None = None
-    seed: int | None = Field(None, ge=0, lt=2**63)
+    seed: int | None = Field(None, ge=0, lt=2**63, strict=True)
     stream: bool = False
 
     @field_validator("stop")
@@ -94,5 +106,5 @@ def parse_chat_request(body: Any) -> ChatRequest:
         return ChatRequest.model_validate(body)
     except ValidationError as exc:
         first = exc.errors()[0]
-        param = ".".join(str(p) for p in first["loc"]) or None
+        param = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"]).lstrip(".") or None
         raise RequestError(f"{param}: {first['msg']}", param=param) from exc

@@ -10,17 +10,41 @@ import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from aiohttp import web
 
-__all__ = ["serve_in_thread", "start_site"]
+__all__ = ["RUNNER_OPTIONS", "RunnerOptions", "make_runner", "serve_in_thread", "start_site"]
+
+
+@dataclass(frozen=True)
+class RunnerOptions:
+    """How an app wants to be run: ``handler_cancellation`` cancels a handler whose client disconnected
+    (``execrl serve`` uses it to stop generating for that client); ``shutdown_timeout_s`` bounds how long
+    a stop waits for handlers still running."""
+
+    handler_cancellation: bool = False
+    shutdown_timeout_s: float = 60.0
+
+
+RUNNER_OPTIONS = web.AppKey("runner_options", RunnerOptions)
+
+
+def make_runner(app: web.Application) -> web.AppRunner:
+    """An ``AppRunner`` with the options ``app`` asks for (``app[RUNNER_OPTIONS]``; aiohttp's defaults)."""
+    options = app.get(RUNNER_OPTIONS) or RunnerOptions()
+    return web.AppRunner(
+        app,
+        handler_cancellation=options.handler_cancellation,
+        shutdown_timeout=options.shutdown_timeout_s,
+    )
 
 
 async def start_site(
     app: web.Application, host: str, port: int, *, runner: web.AppRunner | None = None
 ) -> tuple[web.AppRunner, str]:
     """Set up ``app`` and listen on ``host:port``; returns the runner and the bound base URL."""
-    runner = runner or web.AppRunner(app)
+    runner = runner or make_runner(app)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -34,7 +58,7 @@ async def start_site(
 def serve_in_thread(app: web.Application, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     """Serve ``app`` until the block exits; yields the base URL (``port=0`` picks a free port)."""
     loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app)
+    runner = make_runner(app)
     ready = threading.Event()
     bound: list[str] = []
 

@@ -8,8 +8,8 @@ the stop string). When the batch ends, the rest of the final answer (the same te
 request gets) is sent, then each choice's ``finish_reason`` chunk, the usage chunk when
 ``stream_options.include_usage`` is set, and ``data: [DONE]``.
 
-A client that goes away mid-stream (the write fails) cancels its request: the batch carries on for the
-others and this request's remaining tokens are dropped. An engine failure after the first chunk is sent
+A client that goes away mid-stream (the write fails, or the server cancels the handler) cancels its
+request: the engine finishes its rows at the next decode step and the batch carries on for the others. An engine failure after the first chunk is sent
 as an ``error`` event (the status line is already gone).
 
 Limits: the held-back text relies on decoding being prefix-stable (true for byte-level BPE tokenizers
@@ -27,7 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from execrl.serve.api import RequestError, error_body
-from execrl.serve.batcher import EngineFailed, Generated, Streamed, trim_at_stop
+from execrl.serve.batcher import EngineFailed, Generated, ServerStopping, Streamed, trim_at_stop
 
 __all__ = ["TextStream", "stream_chat"]
 
@@ -119,9 +119,16 @@ async def stream_chat(
             await events.content(index, texts[index].push(token))
         try:
             generated = await streamed.result
-        except (EngineFailed, ValueError) as exc:
-            status = 503 if isinstance(exc, EngineFailed) else 400
-            error = RequestError(str(exc), status=status, code="engine_failed" if status == 503 else None)
+        except (EngineFailed, ServerStopping, ValueError) as exc:
+            status = 400 if isinstance(exc, ValueError) else 503
+            code = (
+                "server_stopping"
+                if isinstance(exc, ServerStopping)
+                else "engine_failed"
+                if status == 503
+                else None
+            )
+            error = RequestError(str(exc), status=status, code=code)
             if events.response is None:
                 raise error from exc
             await events.send([], **error_body(error))

@@ -209,8 +209,10 @@ def api_server_rules(container: dict[str, Any]) -> list[str]:
     context = container.get("securityContext", {})
     added = set(context.get("capabilities", {}).get("add", []))
     problems = []
+    # validation.go (ValidateSecurityContext) compares the literal "CAP_SYS_ADMIN": the unprefixed
+    # "SYS_ADMIN" that runtimes expect does not trigger it (the rule once encoded here said it did).
     if context.get("allowPrivilegeEscalation") is False and (
-        context.get("privileged") or "SYS_ADMIN" in added
+        context.get("privileged") or "CAP_SYS_ADMIN" in added
     ):
         problems.append(
             "allowPrivilegeEscalation: false is refused together with privileged or CAP_SYS_ADMIN"

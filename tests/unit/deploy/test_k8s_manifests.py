@@ -68,16 +68,31 @@ def test_every_manifest_passes_the_schema_and_the_api_server_rules() -> None:
 
 
 def test_the_checks_catch_a_misspelt_field_and_a_refused_security_context() -> None:
+    """Regression (issue 24, class 7): the rule here refused allowPrivilegeEscalation: false with the
+    manifest's "SYS_ADMIN", which the API server accepts (it compares the literal "CAP_SYS_ADMIN")."""
     (deployment,) = of_kind("Deployment")
     typo = copy.deepcopy(deployment)
     container = typo["spec"]["template"]["spec"]["containers"][0]
     container["readinesProbe"] = container.pop("readinessProbe")
     assert any("readinesProbe" in p for p in problems(typo))
     refused = copy.deepcopy(deployment)
-    refused["spec"]["template"]["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"] = (
-        False
-    )
+    context = refused["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    context["allowPrivilegeEscalation"] = False
+    assert problems(refused) == []  # "SYS_ADMIN" unprefixed: accepted
+    context["capabilities"]["add"] = ["CAP_SYS_ADMIN"]
     assert any("CAP_SYS_ADMIN" in p for p in problems(refused))
+    context["capabilities"]["add"], context["privileged"] = ["SYS_ADMIN"], True
+    assert any("privileged" in p for p in problems(refused))
+
+
+def test_the_readme_states_the_manifests_privilege_escalation() -> None:
+    """The README's table row for allowPrivilegeEscalation gives the manifest's value (it said `true`,
+    "forced", while false is accepted and is what the manifest now sets)."""
+    value = sandbox_container()["securityContext"]["allowPrivilegeEscalation"]
+    assert value is False
+    readme = (K8S / "README.md").read_text(encoding="utf-8")
+    (row,) = [line for line in readme.splitlines() if line.startswith("| `allowPrivilegeEscalation` |")]
+    assert row.split("|")[2].strip() == f"`{str(value).lower()}`"
 
 
 def test_selectors_and_ports_connect_services_to_the_pods() -> None:
@@ -143,7 +158,9 @@ def test_dockerfile_has_a_slim_python_base_and_every_registered_toolchain() -> N
 
     instructions = _dockerfile_instructions()
     (base,) = [value for op, value in instructions if op == "FROM"]
-    assert re.fullmatch(r"python:3\.1[1-9]-slim(-\w+)?", base)
+    # Pinned to a patch release and Debian suite (issue 24, class 7): an unpinned python:3.11-slim moved
+    # to new Pythons and Debian suites under the same Dockerfile.
+    assert re.fullmatch(r"python:3\.1[1-9]\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?", base), base
     installed = " ".join(value for op, value in instructions if op == "RUN")
     assert list_languages()
     for name in list_languages():

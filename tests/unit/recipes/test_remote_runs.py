@@ -9,7 +9,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from execrl.recipes.remote import RunMirror, download_run, is_url, parent_url
+from execrl.recipes.remote import RunMirror, download_run, is_url, local_path, parent_url
 
 
 def _url() -> str:
@@ -79,3 +79,66 @@ def test_urls_and_parents() -> None:
     assert is_url("s3://b/runs") and is_url("memory://x")
     assert not is_url("runs/x") and not is_url("file:///tmp/x")
     assert parent_url("s3://b/runs/name/") == "s3://b/runs"
+
+
+# -- issue 24, class 5 ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["../../escaped.txt", "checkpoints/../../x", "./config.toml", "a//b"])
+def test_download_refuses_a_key_that_leaves_the_run_directory(tmp_path: Path, key: str) -> None:
+    """Regression: --resume from a URL wrote outside its staging directory when a remote key held '../'.
+    Nothing at all is written when one key is bad."""
+    fs = fsspec.filesystem("memory")
+    root = _url().removeprefix("memory://")
+    fs.pipe(f"{root}/run/config.toml", b"[run]\n")
+    fs.pipe(f"{root}/run/metrics.jsonl", b"{}\n")
+    fs.pipe(f"{root}/run/{key}", b"hostile")
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    with pytest.raises(ValueError, match="leaves the run directory"):
+        download_run(f"memory://{root}/run", staging)
+    assert list(tmp_path.rglob("*")) == [staging]
+
+
+def test_download_refuses_a_url_that_names_no_run(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="end in the run directory's name"):
+        download_run("memory://somewhere/runs/..", tmp_path)
+
+
+def test_file_urls_are_local_paths() -> None:
+    """Regression: run.output_dir=file:///tmp/x created ./file:/tmp/x in the working directory."""
+    assert local_path("file:///tmp/x") == "/tmp/x" and local_path("file://localhost/tmp/a%20b") == "/tmp/a b"
+    assert local_path("runs/x") == "runs/x" and not is_url("file:///tmp/x")
+    with pytest.raises(ValueError, match="not a host"):
+        local_path("file://otherhost/tmp/x")
+
+
+def test_stage_output_turns_a_file_url_into_its_path() -> None:
+    from contextlib import ExitStack
+
+    from execrl.config import load_config
+    from execrl.recipes.cli import _stage_output
+
+    with ExitStack() as stack:
+        config = _stage_output(load_config(None, ["run.output_dir=file:///tmp/h24-runs"]), stack, [])
+    assert config.run.output_dir == "/tmp/h24-runs"
+
+
+def test_staging_is_removed_after_the_final_sync_and_kept_when_it_fails(tmp_path: Path) -> None:
+    """Regression: URL runs left a full staging copy (1.6 GB) in /tmp. It goes once the URL has
+    everything; when the final sync fails the staging copy is the only one and stays."""
+    staged = tmp_path / "staging"
+    _write(staged / "run" / "config.toml", "a")
+    url = _url()
+    with RunMirror(staged, url, remove_local=True) as mirror:
+        _write(staged / "run" / "metrics.jsonl", "{}\n")
+    assert not staged.exists()
+    assert fsspec.filesystem("memory").cat(f"{url.removeprefix('memory://')}/run/metrics.jsonl") == b"{}\n"
+    assert mirror.remote(staged / "run") == f"{url}/run"
+    kept = tmp_path / "kept"
+    _write(kept / "run" / "config.toml", "a")
+    failing = RunMirror(kept, _url(), remove_local=True)
+    failing.sync = lambda: (_ for _ in ()).throw(OSError("the bucket is gone"))  # type: ignore[method-assign]
+    with pytest.raises(OSError, match="bucket is gone"), failing:
+        pass
+    assert (kept / "run" / "config.toml").exists()

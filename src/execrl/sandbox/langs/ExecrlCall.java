@@ -4,7 +4,7 @@
 // (the .class files javac wrote next to it), then calls each test's method and writes one JSON record
 // per line to fd 3: {"kind": "loaded"} or {"kind": "program_error", ...}, then {"i": k, "status":
 // "value" | "error" | "unserializable" | "too_large", ...}. Records carry returned values only: expected
-// values never enter the sandbox, and the sandbox's harness validates every line (harness.GroupState).
+// values never enter the sandbox, and the sandbox's harness validates every line (testgroups.GroupState).
 import java.io.File;
 import java.io.FileDescriptor;
 import java.io.FileOutputStream;
