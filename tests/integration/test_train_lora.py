@@ -10,14 +10,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_train_cli import EXECRL, _env, _run_dir
-from test_train_resume_exact import assert_same_run, sigkill_then_resume
+from test_train_resume_exact import straight_and_killed
 from toy_domain import toy_overrides
 
 from execrl.config import load_config
@@ -61,13 +59,7 @@ def test_sigkill_then_resume_with_lora_is_bit_exact(
     common = [*toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path), suites, *LORA, "lora.dropout=0.1",
               "algorithm.kl_coef=0.05", "algorithm.async_steps=1", "run.total_steps=3",
               "checkpoint.every_steps=1", "checkpoint.keep_last=5", "eval.enabled=false"]  # fmt: skip
-    straight_out, killed_out = tmp_path / "straight", tmp_path / "killed"
-    straight = subprocess.run([*EXECRL, "train", "--no-progress", *common, f"run.output_dir={straight_out}"],
-                              env=_env(), capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert straight.returncode == 0, straight.stdout + straight.stderr
-    killed_dir = sigkill_then_resume([*common, f"run.output_dir={killed_out}"], killed_out)
-    straight_dir = _run_dir(straight_out)
-    rows = assert_same_run(straight_dir, killed_dir, total_steps=3)
+    straight_dir, rows = straight_and_killed(common, tmp_path, total_steps=3)
     assert all(r["loss/kl"] > 0 for r in rows[1:])  # the reference (adapters off) differs once trained
     assert (straight_dir / "checkpoints" / "step_000002" / "behaviour_policy.safetensors").stat().st_size < (
         1 << 20
