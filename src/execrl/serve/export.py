@@ -76,8 +76,12 @@ def _adapter_source(path: Path) -> ModelSource:
     from execrl.config import ConfigError
 
     config_file = path / "adapter_config.json"
-    base = json.loads(config_file.read_text(encoding="utf-8")).get("base_model_name_or_path")
-    if not base:
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(f"{config_file}: not a readable JSON adapter config ({exc})") from None
+    base = config.get("base_model_name_or_path") if isinstance(config, dict) else None
+    if not isinstance(base, str) or not base:
         raise ConfigError(f"{config_file}: no base_model_name_or_path, so the base model is unknown")
     return ModelSource(resolve_model_path(str(base)), path)
 

@@ -129,3 +129,15 @@ def test_base_model_written_as_merged_fails_with_the_difference(
     assert main(["export", str(adapter_dir), str(tmp_path / "bad2")]) == 1
     err = capsys.readouterr().err
     assert "export check failed" in err and "from the folded model (tolerance 1e-05)" in err
+
+
+def test_an_adapter_directory_without_a_base_is_refused_naming_the_file(tmp_path: Path) -> None:
+    from execrl.config import ConfigError
+    from execrl.serve import resolve_model_source
+
+    (tmp_path / "adapter_config.json").write_text('{"peft_type": "LORA"}')
+    with pytest.raises(ConfigError, match="adapter_config.json: no base_model_name_or_path"):
+        resolve_model_source(str(tmp_path))
+    (tmp_path / "adapter_config.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="not a readable JSON adapter config"):
+        resolve_model_source(str(tmp_path))
