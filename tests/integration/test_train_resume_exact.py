@@ -41,12 +41,31 @@ def sigkill_then_resume(args: list[str], out_dir: Path) -> Path:
     return run_dir
 
 
+def straight_and_killed(
+    common: list[str], tmp_path: Path, *, total_steps: int
+) -> tuple[Path, list[dict[str, float]]]:
+    """``execrl train`` of ``common`` uninterrupted and SIGKILLed-then-resumed, checked to be the same run
+    (``assert_same_run``); returns the straight run's directory and its metric rows."""
+    straight_out, killed_out = tmp_path / "straight", tmp_path / "killed"
+    straight = subprocess.run([*EXECRL, "train", "--no-progress", *common, f"run.output_dir={straight_out}"],
+                              env=_env(), capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert straight.returncode == 0, straight.stdout + straight.stderr
+    killed_dir = sigkill_then_resume([*common, f"run.output_dir={killed_out}"], killed_out)
+    straight_dir = _run_dir(straight_out)
+    return straight_dir, assert_same_run(straight_dir, killed_dir, total_steps=total_steps)
+
+
 def assert_same_run(straight_dir: Path, resumed_dir: Path, *, total_steps: int) -> list[dict[str, float]]:
     """Weights after the last step and every logged metric (wall-clock timings aside) are equal, each
     step is logged once, and both domains' weights are logged. Returns the straight run's rows."""
-    last = f"step_{total_steps - 1:06d}"
-    a = load_file(straight_dir / "checkpoints" / last / "model.safetensors")
-    b = load_file(resumed_dir / "checkpoints" / last / "model.safetensors")
+    last = Path("checkpoints") / f"step_{total_steps - 1:06d}"
+    weights = (
+        "adapter_model.safetensors"
+        if (straight_dir / last / "adapter_model.safetensors").exists()
+        else "model.safetensors"
+    )  # LoRA: the adapters
+    a = load_file(straight_dir / last / weights)
+    b = load_file(resumed_dir / last / weights)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     rows_a, rows_b = _rows(straight_dir), _rows(resumed_dir)
     assert [r["step"] for r in rows_b] == list(range(total_steps))
@@ -66,13 +85,7 @@ def test_sigkill_then_cli_resume_is_bit_exact(
     suites = f'tasks.suites={{"{toy_tasks_file}"=0.7, "{second_domain}"=0.3}}'
     common = [*base, suites, "run.total_steps=4", "checkpoint.every_steps=1", "checkpoint.keep_last=5",
               "eval.enabled=false", "scheduler.mode=adaptive", f"algorithm.async_steps={async_steps}"]  # fmt: skip
-    straight_out, killed_out = tmp_path / "straight", tmp_path / "killed"
-    straight = subprocess.run([*EXECRL, "train", "--no-progress", *common, f"run.output_dir={straight_out}"],
-                              env=_env(), capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert straight.returncode == 0, straight.stdout + straight.stderr
-    killed_dir = sigkill_then_resume([*common, f"run.output_dir={killed_out}"], killed_out)
-    straight_dir = _run_dir(straight_out)
-    rows_a = assert_same_run(straight_dir, killed_dir, total_steps=4)
+    straight_dir, rows_a = straight_and_killed(common, tmp_path, total_steps=4)
     if async_steps:
         assert [r["train/offpolicy_staleness_steps"] for r in rows_a] == [0.0, 1.0, 1.0, 1.0]
         assert all(r["train/offpolicy_ratio_max"] > 0 for r in rows_a)

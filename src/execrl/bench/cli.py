@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "execrl.bench.long_context",
         "one GRPO step on 512-8,192-token prompts vs TRL, time and RSS",
     ),
+    "lora": ("execrl.bench.lora", "GRPO steps: full FT vs LoRA vs TRL + PEFT at the same rank"),
     "asserts": ("execrl.bench.asserts", "assert tests judged by the parent vs forgeable in the sandbox"),
     "audit": ("execrl.bench.audit", "reward-audit overhead vs the reward stage and the step"),
     "pipeline": ("execrl.bench.pipeline", "one-step-off async training loop vs the serial loop"),

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from execrl.rollout.types import SamplingParams
     from execrl.sandbox import Sandbox
     from execrl.sandbox.client import ServiceClient
-    from execrl.trainer import TrainerConfig
+    from execrl.trainer import LoraSettings, TrainerConfig
 
 EMBEDDED_MODEL_NAMES = frozenset({"smollm2-135m-instruct", "default"})
 
@@ -93,6 +93,8 @@ def _check_model_config(path: Path) -> None:
 
 
 def load_policy(config: TrainConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Path]:
+    """The starting policy, its tokenizer and the directory it came from; with ``lora.enabled`` the model
+    carries freshly initialised adapters (B = 0: it computes exactly the base model until trained)."""
     import torch
 
     from execrl.rollout.models import load_model_and_tokenizer
@@ -101,7 +103,30 @@ def load_policy(config: TrainConfig) -> tuple[PreTrainedModel, PreTrainedTokeniz
     path = resolve_model_path(config.model.path)
     dtype = torch.float32 if config.model.dtype == "float32" else torch.bfloat16
     model, tokenizer = load_model_and_tokenizer(path, dtype=dtype)
+    if config.lora.enabled:
+        from execrl.trainer.lora import add_adapters
+
+        try:
+            add_adapters(model, lora_settings(config))
+        except ValueError as exc:  # a target module the model lacks: name the key to set
+            raise ConfigError(str(exc)) from None
     return model, tokenizer, path
+
+
+def lora_settings(config: TrainConfig) -> LoraSettings:
+    """``[lora]`` by name (``enabled`` says whether to use them at all)."""
+    from execrl.trainer import LoraSettings
+
+    return build(LoraSettings, config.lora)
+
+
+def reference_model(config: TrainConfig, model: PreTrainedModel, path: Path) -> PreTrainedModel | None:
+    """The KL reference, only when ``algorithm.kl_coef > 0``: with LoRA the policy itself (the trainer
+    switches its adapters off for the reference log-probs, so the base weights exist once), otherwise a
+    frozen copy of the starting policy loaded from ``path``."""
+    if config.algorithm.kl_coef == 0:
+        return None
+    return model if config.lora.enabled else load_reference(path, model.dtype)
 
 
 def load_reference(path: Path, dtype: torch.dtype) -> PreTrainedModel:

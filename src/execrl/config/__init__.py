@@ -7,7 +7,8 @@ overrides, one module per group of ``[sections]``, no torch anywhere.
 * ``base.py``: ``Section`` (unknown keys refused, frozen, no NaN/inf) and ``ConfigError``;
 * ``run.py`` (``[run]``, ``[model]``, ``[checkpoint]``), ``tasks.py`` (``[tasks]``, ``[scheduler]``),
   ``algorithm.py`` (``[rollout]``, ``[algorithm]``, ``[optim]``, ``[refine]``), ``scoring.py``
-  (``[reward]``, ``[sandbox]``, ``[audit]``, ``[eval]``), ``infra.py`` (``[executor]``, ``[telemetry]``);
+  (``[reward]``, ``[sandbox]``, ``[audit]``, ``[eval]``), ``infra.py`` (``[executor]``, ``[telemetry]``),
+  ``lora.py`` (``[lora]``);
 * ``train.py``: ``TrainConfig`` and the checks across sections;
 * ``load.py``: ``load_config`` / ``validate_config`` (errors name the key and what to set);
 * ``toml.py``: ``to_toml`` (``tomli-w``; the run directory's ``config.toml``, ``--print-config``);
@@ -28,6 +29,7 @@ from execrl.config.base import ConfigError, Section
 from execrl.config.build import build, sources
 from execrl.config.infra import AlarmSection, ExecutorSection, TelemetrySection
 from execrl.config.load import load_config, parse_override, validate_config
+from execrl.config.lora import LoraSection
 from execrl.config.run import CheckpointSection, ModelSection, RunSection
 from execrl.config.scoring import AuditSection, EvalSection, RewardSection, SandboxSection
 from execrl.config.tasks import SchedulerSection, TaskSection
@@ -43,6 +45,7 @@ __all__ = [
     "ConfigError",
     "EvalSection",
     "ExecutorSection",
+    "LoraSection",
     "ModelSection",
     "OptimSection",
     "RefineSection",

@@ -7,6 +7,7 @@ from pydantic import Field, model_validator
 from execrl.config.algorithm import AlgorithmSection, OptimSection, RefineSection, RolloutSection
 from execrl.config.base import Section
 from execrl.config.infra import ExecutorSection, TelemetrySection
+from execrl.config.lora import LoraSection
 from execrl.config.run import CheckpointSection, ModelSection, RunSection
 from execrl.config.scoring import AuditSection, EvalSection, RewardSection, SandboxSection
 from execrl.config.tasks import SchedulerSection, TaskSection
@@ -23,6 +24,9 @@ class TrainConfig(Section):
         default_factory=AlgorithmSection, description="advantages, policy loss, KL, DAPO, async"
     )
     optim: OptimSection = Field(default_factory=OptimSection, description="AdamW, LR schedule, micro-batches")
+    lora: LoraSection = Field(
+        default_factory=LoraSection, description="LoRA adapters instead of every weight"
+    )
     reward: RewardSection = Field(default_factory=RewardSection, description="outcomes -> rewards")
     sandbox: SandboxSection = Field(default_factory=SandboxSection, description="where programs run")
     telemetry: TelemetrySection = Field(default_factory=TelemetrySection, description="metric sinks, alarms")

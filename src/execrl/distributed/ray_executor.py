@@ -9,7 +9,7 @@ Roles (research notes A.1-A.4: verl, OpenRLHF, SkyRL and NeMo-RL all drive worke
   completions go out and scores come back (programs and results never cross to the driver).
 
 Weights: after each update the driver puts a CPU state dict into Ray's object store once, as version
-``v``; a rollout worker loads a version (by reference, one copy per node) before generating when the one
+``v`` (with LoRA the adapters' tensors only: each worker's replica loads the same frozen base itself); a rollout worker loads a version (by reference, one copy per node) before generating when the one
 it holds is outside the staleness bound, and the worker itself refuses to generate with older weights
 (``versions.py`` states the rule; staleness is counted at consumption, step minus version used). Versions
 used are logged per step (``executor/weight_version_used_min``, ``executor/weight_staleness_max``). A GPU
@@ -257,8 +257,12 @@ class RayExecutor:
 
     # -- weights -----------------------------------------------------------------------------------------
     def publish_weights(self, model: torch.nn.Module, *, version: int) -> None:
+        from execrl.trainer.lora import adapter_state_dict, has_adapters
+
         start = time.perf_counter()
-        state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        # With LoRA only the adapters change: they are the version (the workers hold the same frozen base).
+        source = adapter_state_dict(model) if has_adapters(model) else model.state_dict()
+        state = {k: v.detach().to("cpu", copy=True) for k, v in source.items()}
         self.versions.publish(version, ray.put(state))
         self._publish_s += time.perf_counter() - start  # outside perf/step_s: reported on its own
 

@@ -28,18 +28,25 @@ class RolloutWorker:
         from execrl.components import setup
         from execrl.rollout.engine import create_engine
 
-        model, tokenizer, _ = setup.load_policy(config)  # architecture and tokenizer; weights come by version
+        # Architecture, tokenizer (and with LoRA the frozen base plus empty adapters); weights come by version.
+        model, tokenizer, _ = setup.load_policy(config)
         model.eval()
         self.model = model
         self.engine = create_engine(config.rollout.engine, model=model, tokenizer=tokenizer)
         self.version = -1  # no weights received yet: generate refuses until the first load
 
     def load_weights(self, version: int, state: dict[str, Any]) -> int:
-        """Copy ``state`` (a CPU state dict from the object store) into the replica."""
+        """Copy ``state`` (a CPU state dict from the object store; with LoRA the adapters' only) into the
+        replica, strictly."""
         import torch
 
+        from execrl.trainer.lora import has_adapters, load_adapter_state_dict
+
         with torch.no_grad():
-            self.model.load_state_dict(state, strict=True)
+            if has_adapters(self.model):
+                load_adapter_state_dict(self.model, state)
+            else:
+                self.model.load_state_dict(state, strict=True)
         self.version = version
         return version
 

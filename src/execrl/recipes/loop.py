@@ -9,7 +9,6 @@ evaluates, a signal exits 130) from the kind, never from the text of a message.
 
 from __future__ import annotations
 
-import copy
 import enum
 import logging
 import signal
@@ -40,12 +39,12 @@ from execrl.trainer import (
     latest_checkpoint,
     learns_values,
     load_checkpoint,
-    needs_reference,
     save_checkpoint,
 )
 from execrl.trainer import (
     build_scheduler as build_lr_scheduler,
 )
+from execrl.trainer.lora import frozen_sharing_copy, has_adapters, merged_copy
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -91,7 +90,7 @@ class Run:
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     tcfg: TrainerConfig
-    ref_model: PreTrainedModel | None  # the frozen reference, loaded only when algorithm.kl_coef > 0
+    ref_model: PreTrainedModel | None  # the frozen reference when algorithm.kl_coef > 0 (LoRA: the policy)
     value_head: ValueHead | None  # PPO's learned value head; None for the GRPO family
     optimizer: torch.optim.Optimizer
     lr_scheduler: torch.optim.lr_scheduler.LRScheduler
@@ -129,7 +128,7 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
     setup.register_extra_verifiers(config)
     model, tokenizer, model_path = setup.load_policy(config)
     tcfg = setup.trainer_config(config)
-    ref_model = setup.load_reference(model_path, model.dtype) if needs_reference(tcfg) else None
+    ref_model = setup.reference_model(config, model, model_path)  # with LoRA: the policy, adapters off
     # PPO learns a value head on the policy's hidden states; the GRPO family needs none.
     value_head = ValueHead(model.config.hidden_size) if learns_values(tcfg.advantage_estimator) else None
     optimizer = build_optimizer(model, tcfg, extra_modules=(value_head,) if value_head is not None else ())
@@ -170,8 +169,9 @@ def length_curriculum(config: TrainConfig) -> LengthCurriculum:
 
 
 def behaviour_copy(model: PreTrainedModel) -> PreTrainedModel:
-    """A frozen copy of the policy for the background rollout of async mode (checkpointed)."""
-    clone = copy.deepcopy(model)
+    """A frozen copy of the policy for the background rollout of async mode (checkpointed). Parameters the
+    policy never trains (LoRA's base weights) are shared, not copied: the copy costs the adapters only."""
+    clone = frozen_sharing_copy(model)
     clone.eval()
     clone.requires_grad_(False)
     return clone
@@ -246,9 +246,19 @@ def finish_session(session: Session, last_step: int) -> TrainOutcome:
     run = session.run
     write_domain_report(run.run_dir)  # domains.md + plots/domain_weights.png
     if final_eval_due(run):
-        evaluate_checkpoint_once(run.run_dir, "trained", run.engine, run.config, session.sandbox)
+        evaluate_checkpoint_once(run.run_dir, "trained", trained_engine(run), run.config, session.sandbox)
         finish_report(run.run_dir, run.config)
     return TrainOutcome(run_dir=run.run_dir, last_step=last_step, stopped_early=run.stop)
+
+
+def trained_engine(run: Run) -> Engine:
+    """The engine the trained model is evaluated with: the run's own, or with LoRA one over a merged copy
+    of the policy (adapters folded into the weights), the dense model ``execrl export`` writes and
+    ``execrl eval``/``serve`` load, so the run's held-out score is the exported model's."""
+    if not has_adapters(run.model):
+        return run.engine
+    merged = merged_copy(run.model)
+    return create_engine(run.config.rollout.engine, model=merged, tokenizer=run.tokenizer)
 
 
 def task_scheduler(config: TrainConfig) -> Scheduler:

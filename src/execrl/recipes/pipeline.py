@@ -23,7 +23,7 @@ so a resumed run regenerates the in-flight rollout with the same weights and see
 Limits: generation and the update share the CPU cores (PyTorch intra-op threads of both threads compete),
 and a tiny model's generation is Python-bound (the GIL), so on 2 cores the overlap gains less than the
 1.2-2.8x GPU frameworks report; ``execrl bench pipeline`` measures it. Memory: one more copy of the
-weights.
+weights (with LoRA, of the adapters only: the copy shares the frozen base).
 """
 
 from __future__ import annotations
@@ -202,6 +202,8 @@ class OneStepOff:
 
 
 def _load_weights(target: torch.nn.Module, source: torch.nn.Module) -> None:
+    """The policy's weights into the behaviour copy; the ones it shares (LoRA's frozen base) need none."""
     with torch.no_grad():
         for dst, src in zip(target.parameters(), source.parameters(), strict=True):
-            dst.copy_(src)
+            if dst is not src:
+                dst.copy_(src)

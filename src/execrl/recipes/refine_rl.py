@@ -44,6 +44,7 @@ from execrl.recipes.loop import (
     run_telemetry,
     setup_run,
     stop_on_signals,
+    trained_engine,
 )
 from execrl.recipes.refine_eval import evaluate_refine_once, finish_refine_report
 from execrl.refine.multiturn import Episode, MultiTurnConfig, episodes_to_train_batch, rollout_episodes
@@ -78,7 +79,7 @@ def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool
         last_step = run_steps(run, telemetry, step_fn, started=started, progress=progress)
         write_domain_report(run.run_dir)  # domains.md + plots/domain_weights.png
         if final_eval_due(run):  # not after a signal or an alarm stop
-            evaluate("refine_trained")
+            evaluate("refine_trained", engine=trained_engine(run))  # with LoRA: the merged model
             finish_refine_report(run.run_dir, config)
     return TrainOutcome(run_dir=run.run_dir, last_step=last_step, stopped_early=run.stop)
 

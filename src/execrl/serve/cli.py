@@ -25,14 +25,19 @@ log = logging.getLogger("execrl.serve")
 def _export(args: argparse.Namespace) -> int:
     from execrl.config import ConfigError
     from execrl.rollout.models import ModelLoadError
-    from execrl.serve.export import ExportError, export_model
+    from execrl.serve.export import ExportError, export_check_summary, export_model
+    from execrl.serve.export_check import ExportMismatch
 
     try:
-        out = export_model(args.source, args.out_dir, force=args.force)
+        out = export_model(args.source, args.out_dir, force=args.force, adapter_only=args.adapter_only)
     except (ConfigError, ExportError, ModelLoadError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ExportMismatch as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(f"exported: {out}")
+    print(export_check_summary(out))
     return 0
 
 
@@ -134,10 +139,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     x.add_argument(
         "--force", action="store_true", help="replace OUT_DIR if it holds an earlier export (nothing else)"
     )
+    x.add_argument(
+        "--adapter-only",
+        action="store_true",
+        help="LoRA runs: write the PEFT adapter directory (over the base model) instead of folding it in",
+    )
     x.set_defaults(func=_export)
 
     s = subparsers.add_parser("serve", help="OpenAI-compatible HTTP server (/v1/chat/completions)")
-    s.add_argument("--model", required=True, help="'smollm2-135m-instruct', HF dir, run dir or checkpoint")
+    s.add_argument(
+        "--model", required=True, help="'smollm2-135m-instruct', HF dir, run dir, checkpoint or adapter dir"
+    )
     s.add_argument("--host", default="127.0.0.1", help="127.0.0.1 by default; see README, exposing safely")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--served-model-name", help="the `model` clients must send (default: --model)")

@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "VALUE_ESTIMATORS": "config",
     "LOSS_AGGREGATIONS": "config",
     "KL_ESTIMATORS": "config",
+    "LoraSettings": "config",
     # advantages
     "ADVANTAGE_ESTIMATORS": "advantages",
     "compute_advantages": "advantages",

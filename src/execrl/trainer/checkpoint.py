@@ -3,7 +3,11 @@
 Layout: ``run_dir/checkpoints/step_000010/`` holding ``model.safetensors`` (+ ``<name>.safetensors`` per extra
 module, e.g. a value head), ``optimizer.pt``, ``scheduler.pt``, ``rng.pt`` (python ``random``, numpy, torch
 CPU and every CUDA device), ``trainer_state.pt`` (step, the loop's opaque ``data_state``, metrics) and a
-human-readable ``meta.json``.
+human-readable ``meta.json``. A model with LoRA adapters is saved as its adapters only, as a PEFT adapter
+directory (``adapter_config.json`` + ``adapter_model.safetensors`` instead of ``model.safetensors``, so
+``peft.PeftModel.from_pretrained(base, checkpoint)`` loads it too); its frozen base is the run's
+``model.path``, reloaded on resume. An extra module with adapters (the async behaviour copy) likewise
+saves its adapters only.
 
 Atomic: everything is written into ``step_000010.tmp-XXXX`` in the same directory, each file is fsync'ed,
 then the directory is renamed into place (``os.rename`` is atomic on POSIX) and the parent fsync'ed. A crash
@@ -33,6 +37,15 @@ import numpy as np
 import safetensors.torch
 import torch
 from torch import nn
+
+from execrl.trainer.lora import (
+    ADAPTER_WEIGHTS,
+    adapter_state_dict,
+    has_adapters,
+    load_adapter_state_dict,
+    read_adapter_weights,
+    save_adapter_dir,
+)
 
 CHECKPOINTS_DIRNAME = "checkpoints"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -147,10 +160,13 @@ def _write_contents(
     metrics: dict[str, float],
     extra_modules: Mapping[str, nn.Module],
 ) -> None:
-    files = ["model.safetensors"]
-    safetensors.torch.save_model(model, str(tmp / "model.safetensors"))
+    if has_adapters(model):  # LoRA: the adapters only, as a PEFT adapter directory; the base is model.path
+        files = save_adapter_dir(model, tmp, base_model=getattr(model, "name_or_path", None) or None)
+    else:
+        files = ["model.safetensors"]
+        safetensors.torch.save_model(model, str(tmp / "model.safetensors"))
     for name, module in extra_modules.items():
-        safetensors.torch.save_model(module, str(tmp / f"{name}.safetensors"))
+        _save_module(module, tmp / f"{name}.safetensors")
         files.append(f"{name}.safetensors")
     if optimizer is not None:
         _torch_save(optimizer.state_dict(), tmp / "optimizer.pt")
@@ -170,6 +186,22 @@ def _write_contents(
     for path in tmp.iterdir():
         _fsync_path(path)
     _fsync_path(tmp)
+
+
+def _save_module(module: nn.Module, path: Path) -> None:
+    """A module's weights; with LoRA adapters, the adapters' only (its frozen base is the policy's)."""
+    if has_adapters(module):
+        tensors = {k: v.contiguous() for k, v in adapter_state_dict(module).items()}
+        safetensors.torch.save_file(tensors, str(path))
+    else:
+        safetensors.torch.save_model(module, str(path))
+
+
+def _load_module(module: nn.Module, path: Path) -> None:
+    if has_adapters(module):
+        load_adapter_state_dict(module, safetensors.torch.load_file(str(path)))
+    else:
+        safetensors.torch.load_model(module, str(path), strict=True)
 
 
 def save_checkpoint(
@@ -251,9 +283,18 @@ def load_checkpoint(
         raise FileNotFoundError(
             f"checkpoint directory {root} does not exist (see latest_checkpoint(run_dir))"
         )
-    safetensors.torch.load_model(model, _require(root, "model.safetensors"), strict=True)
+    if has_adapters(model):
+        _require(root, ADAPTER_WEIGHTS)
+        load_adapter_state_dict(model, read_adapter_weights(root))
+    elif (root / ADAPTER_WEIGHTS).is_file() and not (root / "model.safetensors").is_file():
+        raise FileNotFoundError(
+            f"checkpoint {root} holds LoRA adapters ({ADAPTER_WEIGHTS}), not a whole model; load it into the "
+            "model with the same adapters (lora.enabled=true and the run's lora settings)"
+        )
+    else:
+        safetensors.torch.load_model(model, _require(root, "model.safetensors"), strict=True)
     for name, module in (extra_modules or {}).items():
-        safetensors.torch.load_model(module, _require(root, f"{name}.safetensors"), strict=True)
+        _load_module(module, _require(root, f"{name}.safetensors"))
     if optimizer is not None:
         optimizer.load_state_dict(torch.load(_require(root, "optimizer.pt"), weights_only=True))
     if scheduler is not None:

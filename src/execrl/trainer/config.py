@@ -137,6 +137,44 @@ class TrainerConfig:
         _check_int("seed", self.seed, minimum=0)
 
 
+@dataclass(frozen=True)
+class LoraSettings:
+    """LoRA adapters on the policy (``execrl.trainer.lora``, built from ``[lora]`` by name).
+
+    An adapter on a linear layer ``W`` [out, in] adds ``(alpha / rank) * B @ A`` with ``A`` [rank, in]
+    (random) and ``B`` [out, rank] (zero at the start, so the adapted model starts as the base model).
+    ``dropout`` applies to the adapters' input in the update's gradient passes only.
+    """
+
+    rank: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: tuple[str, ...] = (
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    )
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:
+            raise ValueError(f"LoraSettings.rank must be an integer >= 1, got {self.rank!r}")
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, int) or self.alpha < 1:
+            raise ValueError(f"LoraSettings.alpha must be an integer >= 1, got {self.alpha!r}")
+        if not (isinstance(self.dropout, int | float) and 0.0 <= self.dropout < 1.0):
+            raise ValueError(f"LoraSettings.dropout must lie in [0, 1), got {self.dropout!r}")
+        if not self.target_modules or any(not name for name in self.target_modules):
+            raise ValueError(f"LoraSettings.target_modules must name modules, got {self.target_modules!r}")
+
+    @property
+    def scaling(self) -> float:
+        """What multiplies ``B @ A``: alpha / rank."""
+        return self.alpha / self.rank
+
+
 def needs_reference(config: TrainerConfig) -> bool:
     """Whether a frozen reference model must be loaded and run: only when the KL coefficient is non-zero.
 

@@ -37,6 +37,7 @@ from execrl.trainer.checkpointing import activation_checkpointing
 from execrl.trainer.config import TrainerConfig, needs_reference
 from execrl.trainer.kl import kl_per_token
 from execrl.trainer.logprobs import Critic, ValueHead, compute_logprobs, policy_forward, shared_layout
+from execrl.trainer.lora import adapter_dropout, adapters_disabled
 from execrl.trainer.losses import (
     POLICY_LOSSES,
     LossNormaliser,
@@ -223,7 +224,8 @@ def prepare_batch(
                 f"kl_coef={config.kl_coef} with the KL in the loss needs reference log-probs: set "
                 "TrainBatch.ref_logprobs or pass ref_model (or set kl_coef=0 / kl_in_reward=True)"
             )
-        batch = dataclasses.replace(batch, ref_logprobs=_batched_logprobs(ref_model, batch, config))
+        with adapters_disabled(ref_model):  # LoRA: the policy with its adapters off is the reference
+            batch = dataclasses.replace(batch, ref_logprobs=_batched_logprobs(ref_model, batch, config))
     if value_model is not None and (batch.old_values is None or batch.returns is None):
         raise ValueError(
             "value_model given but TrainBatch.old_values / returns are missing; compute them with gae"
@@ -374,7 +376,9 @@ def policy_update(
     """Run ``ppo_epochs`` x ``optimizer_steps_per_epoch`` optimizer steps on one rollout batch.
 
     ``batch`` is prepared first (``prepare_batch``) unless it is a ``PreparedBatch`` already.
-    ``ref_model`` is run only if ``kl_coef > 0``, the KL is in the loss and ``batch.ref_logprobs`` is None.
+    ``ref_model`` is run only if ``kl_coef > 0``, the KL is in the loss and ``batch.ref_logprobs`` is None;
+    a model with LoRA adapters runs with them switched off there, so with LoRA ``ref_model`` is the policy
+    itself (its base weights are the reference; no second copy).
     ``value_model`` (a ``ValueHead`` on the policy trunk or a ``Critic``) needs ``batch.old_values/returns``
     and its parameters in ``optimizer`` (``build_optimizer(..., extra_modules=(head,))``).
 
@@ -432,7 +436,8 @@ def _optimizer_step(
     if normaliser.total_tokens == 0:
         return _StepOutcome(status="empty", metrics={}, grad_norm=math.nan)
     optimizer.zero_grad(set_to_none=True)
-    metrics = accumulate_gradients(model, minibatch, normaliser, config, value_model=value_model)
+    with adapter_dropout(model):  # LoRA's dropout, if any, in the gradient passes only
+        metrics = accumulate_gradients(model, minibatch, normaliser, config, value_model=value_model)
     grad_norm = float(torch.nn.utils.clip_grad_norm_(_optimizer_params(optimizer), config.max_grad_norm))
     if not math.isfinite(grad_norm):
         optimizer.zero_grad(set_to_none=True)  # never write NaN/inf into the weights or Adam moments
