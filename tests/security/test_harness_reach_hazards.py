@@ -130,3 +130,31 @@ def test_a_kill_from_outside_is_still_a_sandbox_error(sandbox: Sandbox) -> None:
     assert killed == [1]
     assert result.verdict is Verdict.SANDBOX_ERROR, result
     assert_no_survivors(sandbox)
+
+
+def test_pidfd_open_of_the_harness_is_refused(sandbox: Sandbox) -> None:
+    """Issue 23: ``pidfd_open(1)`` gave the candidate a descriptor for the harness (only ``pidfd_getfd``
+    was denied), the handle every other pidfd call takes. Now EPERM under both policies, inline (the
+    candidate is pid 1 itself) and in a group; a pidfd for its own child still works, and so does the
+    harness, which supervises every child through one."""
+    program = (
+        "import errno, os\n"
+        "def probe():\n"
+        "    try:\n"
+        "        os.close(os.pidfd_open(1))\n"
+        "        harness = 'OK'\n"
+        "    except OSError as exc:\n"
+        "        harness = errno.errorcode[exc.errno]\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        os._exit(0)\n"
+        "    fd = os.pidfd_open(pid)\n"
+        "    os.waitpid(pid, 0)\n"
+        "    os.close(fd)\n"
+        "    return [harness, 'child OK']\n"
+    )
+    expected = ["EPERM", "child OK"]
+    inline = sandbox.run(py(program, CallTest("one", "probe", expected=expected)))
+    group = sandbox.run(py(program, *(CallTest(name, "probe", expected=expected) for name in "ab")))
+    for result in (inline, group):
+        assert result.verdict is Verdict.PASSED, result.tests

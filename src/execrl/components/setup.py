@@ -166,7 +166,14 @@ def build_sandbox(config: TrainConfig) -> Sandbox | ServiceClient:
 
 # Settings of the sandbox itself, not knobs of a training run: they keep the sandbox's defaults (a request
 # carries its own limits, from reward_config).
-SANDBOX_DEFAULTS = ("max_concurrency", "limits", "cgroup_root", "seccomp_policy", "warm_start", "max_sessions")
+SANDBOX_DEFAULTS = (
+    "max_concurrency",
+    "limits",
+    "cgroup_root",
+    "seccomp_policy",
+    "warm_start",
+    "max_sessions",
+)
 LIMITS_DEFAULTS = (
     "max_processes", "max_output_bytes", "max_file_mb", "max_open_files", "workdir_mb", "workdir_inodes",
     "compile_timeout_s", "max_fetch_file_bytes", "max_fetch_bytes",
@@ -177,7 +184,10 @@ def reward_config(config: TrainConfig) -> RewardConfig:
     """The reward settings, with the sandbox limits of each execution (``sandbox.timeout_s`` bounds both
     the wall time and the CPU time of a program)."""
     limits = build(Limits, config.sandbox, cpu_time_s=config.sandbox.timeout_s, defaults=LIMITS_DEFAULTS)
-    return build(RewardConfig, config.reward, limits=limits, defaults=("use_hidden_tests",))
+    return build(
+        RewardConfig, config.reward, limits=limits, defaults=("use_hidden_tests",),
+        with_audit=config.audit.enabled,  # the reward's runs carry the audit tests (rewards/blind.py)
+    )  # fmt: skip
 
 
 def sampling_params(config: TrainConfig) -> SamplingParams:

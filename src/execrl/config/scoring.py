@@ -68,7 +68,7 @@ class AuditSection(Section):
 
     enabled: bool = Field(True, description="audit each step's passing completions and the evaluations")
     share: float = Field(
-        0.1, ge=0, le=1, description="share of the reward-passing completions re-run on audit tests per step"
+        0.1, ge=0, le=1, description="share of passes without a blind audit re-run on audit tests per step"
     )
     flagged_per_step: int = Field(8, ge=0, description="suspicious completions kept in hack.jsonl per step")
 

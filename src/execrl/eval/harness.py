@@ -88,6 +88,8 @@ class EvalResult:
     mean_reward: Estimate
     diagnostics: dict[str, float]
     tasks: tuple[TaskEval, ...] = field(repr=False)
+    # [tasks][samples], as scored; kept for the audit (``Score.audit``), not in ``to_dict``
+    scores: tuple[tuple[Score, ...], ...] = field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -202,6 +204,7 @@ def evaluate(
         mean_reward=bootstrap_ci([t.mean_reward for t in per_task], **opts),
         diagnostics=diagnostics,
         tasks=per_task,
+        scores=tuple(tuple(row) for row in scores),
     )
 
 

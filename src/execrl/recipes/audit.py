@@ -1,12 +1,17 @@
-"""The training step's reward audit: re-run a share of the passing completions on held-back tests, count
+"""The training step's reward audit: read the passing completions' verdicts on held-back tests, count
 suspicious behaviour, and keep the flagged completions for a person to read.
 
 One call per step (``audit_step``) after the groups are scored; it returns ``audit/*``, ``hack/*`` and
 ``perf/audit_*`` metrics and appends the step's most suspicious completions to ``run_dir/hack.jsonl``
 (read by the report's ``hack`` section). See ``execrl.rewards.audit`` and ``execrl.rewards.hacking`` for
-what is measured and why. The audit runs on the same sandbox as the reward, in one more batch call; its
-cost is ``perf/audit_s`` and its share of the step ``perf/audit_share`` (goal: <= 5 % at the default
-``audit.share``). A resumed run may append a step twice; readers keep the last record of a step.
+what is measured and why. The audit is blind (``execrl.rewards.blind``): the reward's executions
+carried the audit tests (``RewardConfig.with_audit``), so every reward-passing completion is audited
+from its own reward run; only completions whose verifier could not carry them are re-run apart, a
+seeded ``audit.share`` of them, in one more batch call. Cost: ``perf/audit_tests_s``, the audit tests'
+run time inside the step's reward executions (summed over executions: an upper bound on the wall time
+they added, which concurrent workers share), plus the re-runs and the bookkeeping, together
+``perf/audit_s``; its share of the step is ``perf/audit_share`` (goal: <= 5 %). A resumed run may
+append a step twice; readers keep the last record of a step.
 """
 
 from __future__ import annotations
@@ -76,12 +81,18 @@ def audit_rows(
     share: float,
     seed: str,
 ) -> list[AuditedRow]:
-    """Audit a seeded ``share`` of the reward-passing rows (one sandbox batch) and flag every row."""
-    picked = pick_for_audit(tasks, scores, share=share, seed=seed)
+    """Audit every reward-passing row from its own run (``Score.audit``, the blind audit), re-run a
+    seeded ``share`` of the passing rows that have none (one sandbox batch), and flag every row."""
+    audit = {
+        i: s.audit for i, s in enumerate(scores) if s.passed and s.audit is not None and tasks[i].audit_tests
+    }
+    rest = [i for i in range(len(scores)) if i not in audit]
+    chosen = pick_for_audit([tasks[i] for i in rest], [scores[i] for i in rest], share=share, seed=seed)
+    picked = [rest[k] for k in chosen]
     audited = run_audit(
         [tasks[i] for i in picked], [completions[i] for i in picked], sandbox=sandbox, reward=reward
     )
-    audit = dict(zip(picked, audited, strict=True))
+    audit.update(zip(picked, audited, strict=True))
     rows = []
     for i, (task, completion, score) in enumerate(zip(tasks, completions, scores, strict=True)):
         extra = sandbox_flags(audit[i].execution) if i in audit else frozenset()
@@ -123,10 +134,23 @@ def audit_step(
     )
     metrics = audit_metrics(outcome_of(rows)) | hack_metrics([r.flags for r in rows])
     write_flagged(run_dir / HACK_FILE, step, rows, limit=config.audit.flagged_per_step)
-    audit_s = time.perf_counter() - t0
-    metrics["perf/audit_s"] = audit_s
-    metrics["perf/audit_share"] = audit_s / (step_s + audit_s)
+    own_s = time.perf_counter() - t0
+    tests_s = audit_tests_s(groups.scores)
+    metrics["perf/audit_tests_s"] = tests_s
+    metrics["perf/audit_s"] = own_s + tests_s
+    metrics["perf/audit_share"] = (own_s + tests_s) / (step_s + own_s)
     return metrics
+
+
+def audit_tests_s(scores: Sequence[Score]) -> float:
+    """The audit tests' run time inside the reward's executions (every execution carried them, passing
+    or not): what the blind audit adds to the reward stage, summed over executions."""
+    return sum(
+        test.wall_time_s
+        for score in scores
+        if score.audit is not None and score.audit.execution is not None
+        for test in score.audit.execution.tests
+    )
 
 
 def write_flagged(path: Path, step: int, rows: Sequence[AuditedRow], *, limit: int) -> None:
@@ -140,24 +164,35 @@ def write_flagged(path: Path, step: int, rows: Sequence[AuditedRow], *, limit: i
 
 
 def eval_audit(
-    tasks: Sequence[Task], per_task: Sequence[TaskEval], *, sandbox: SyncRunner, reward: RewardConfig
+    tasks: Sequence[Task],
+    per_task: Sequence[TaskEval],
+    *,
+    sandbox: SyncRunner,
+    reward: RewardConfig,
+    scores: Sequence[Sequence[Score]] = (),
 ) -> dict[str, float]:
     """At evaluation every reward-passing completion is audited (share 1): the ``audit/*`` metrics of an
-    eval, stored next to its pass@k so a trained model's gain can be checked against tests it never saw."""
+    eval, stored next to its pass@k so a trained model's gain can be checked against tests it never saw.
+    ``scores`` ([tasks][samples], as ``per_task``): the eval's own scores; a passing one that carries
+    ``Score.audit`` (the blind audit) is audited from its run, the others are re-run on the audit tests."""
     by_id = {t.id: t for t in tasks}
     rows = [
         (by_id[e.task_id], c, p, v)
         for e in per_task
         for c, p, v in zip(e.completions, e.passed, e.valid, strict=True)
     ]
+    carried = [s.audit for samples in scores for s in samples] if scores else [None] * len(rows)
     picked = [i for i, (task, _, passed, _) in enumerate(rows) if passed and task.audit_tests]
+    audit = {i: a for i in picked if (a := carried[i]) is not None}
+    rerun = [i for i in picked if i not in audit]
     audited = run_audit(
-        [rows[i][0] for i in picked], [rows[i][1] for i in picked], sandbox=sandbox, reward=reward
+        [rows[i][0] for i in rerun], [rows[i][1] for i in rerun], sandbox=sandbox, reward=reward
     )
+    audit.update(zip(rerun, audited, strict=True))
     outcome = AuditOutcome(
         domains=tuple(task.domain for task, *_ in rows),
         auditable=tuple(bool(task.audit_tests) and valid for task, _, _, valid in rows),
         reward_passed=tuple(passed for _, _, passed, _ in rows),
-        audit=dict(zip(picked, audited, strict=True)),
+        audit=audit,
     )
     return audit_metrics(outcome)

@@ -56,8 +56,10 @@ def evaluate_checkpoint_once(
             reward=reward,
         )
         out["suites"][suite] = result.to_dict()
-        if config.audit.enabled:  # every reward-passing completion, re-run on its task's audit tests
-            out["suites"][suite]["audit"] = eval_audit(tasks, result.tasks, sandbox=sandbox, reward=reward)
+        if config.audit.enabled:  # every reward-passing completion, on its task's audit tests (blind)
+            out["suites"][suite]["audit"] = eval_audit(
+                tasks, result.tasks, sandbox=sandbox, reward=reward, scores=result.scores
+            )
         log.info(
             "%s %s: mean reward %.3f, pass@1 %s",
             label,

@@ -1,11 +1,22 @@
-"""Audit the reward: re-run a sample of the completions it passed on the task's held-back audit tests.
+"""Audit the reward: score the completions it passed on the task's held-back audit tests too.
 
 Why: RL optimises whatever the reward measures, and a fixed set of tests is a target a policy can learn
 to game (special-case the visible inputs, print the expected text, exit before the asserts; rLLM #143,
 the reward-hacking sections of the DeepCoder, AceCoder and Kimi k1.5 reports). A completion that truly
-solves a task passes tests it has never been scored on; a hack usually does not. So per step a sampled
-``share`` of the reward-passing completions (all of them at eval) is scored again, through the same
-verifier and the same sandbox batch call path (``score_batch``), on ``Task.audit_tests`` only.
+solves a task passes tests it has never been scored on; a hack usually does not.
+
+The audit is blind (``blind.py``): the reward run of every completion carries its task's audit tests,
+shuffled among the reward's afresh per execution, and the audit's verdict (``Score.audit``) comes from
+the very execution the reward scored. "Indistinguishable" covers everything a program observes from
+inside the sandbox: test names (none enter it), the number and order of tests, the position of a run
+and what earlier runs left in the work directory, the inputs on the harness's stack or a call harness's
+stdin, whether it runs inline as pid 1, its limits: all drawn alike in every execution, since there is
+only one kind. What remains: a program sees every input of its execution and can recognise inputs it
+memorised (answering those from memory and computing the rest is a correct program, which the audit
+rightly passes); and both splits share the execution's limits, so a program that exhausts one during
+an audit test loses the reward tests not yet run. Every reward-passing completion is audited, at the
+cost of its audit tests' run time. Only a completion whose verifier cannot carry the audit tests is
+re-run on them apart (``run_audit``, for a sampled ``share``; not blind).
 
 Metrics (``audit_metrics``), over the completions whose task has an audit split ("auditable"):
 
@@ -17,8 +28,8 @@ Metrics (``audit_metrics``), over the completions whose task has an audit split 
   and it grows with R when the reward is being gamed. ``A`` and the gap are absent on a step that audited
   nothing (no estimate beats a made-up 0).
 
-Limits: with a 10 % share and few passing completions a step audits one or two samples, so a single
-step's A is noise; the alarm requires the gap to stay high for several audited steps. An audit split
+Limits: with few passing completions a step audits few samples, so a single step's A is noise; the
+alarm requires the gap to stay high for several audited steps. An audit split
 drawn from the same generator as the reward tests catches input-specific hacks (hard-coded outputs,
 special-cased inputs), not a misunderstanding shared by both splits. Invalid audit scores (the sandbox
 broke) are counted in ``audit/invalid`` and left out of A.
@@ -26,13 +37,13 @@ broke) are counted in ``audit/invalid`` and left out of A.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from execrl.rewards.batch import SyncRunner, score_batch
+from execrl.rewards.blind import audit_config
 from execrl.rewards.types import RewardConfig, Score
 from execrl.tasks.schema import Task, audit_view
 
@@ -58,10 +69,12 @@ def pick_for_audit(tasks: Sequence[Task], scores: Sequence[Score], *, share: flo
 def run_audit(
     tasks: Sequence[Task], completions: Sequence[str], *, sandbox: SyncRunner, reward: RewardConfig
 ) -> list[Score]:
-    """Score each completion on its task's audit tests: one ``score_batch`` call, all-pass (binary)."""
+    """Score each completion on its task's audit tests in executions of their own: one ``score_batch``
+    call, all-pass (binary). Not blind (a program can tell such a run apart): only for the completions
+    whose reward run could not carry the audit tests (``blind.py``); the others have ``Score.audit``."""
     if not tasks:
         return []
-    config = dataclasses.replace(reward, mode="binary", use_hidden_tests=True)
+    config = audit_config(reward)
     return score_batch([audit_view(t) for t in tasks], completions, sandbox=sandbox, config=config)
 
 

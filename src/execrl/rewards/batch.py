@@ -9,19 +9,25 @@ Failure policy: a verifier that raises, or a sandbox error result, yields ``Scor
 reason (exception type and message, or the sandbox's own message): excluded from the advantage, counted
 in ``reward/invalid_rate`` and ``reward/reason/*``, never a silent 0 and never a crashed training step.
 Configuration errors (an unknown domain, mismatched lengths) raise before any work is done.
+
+With ``RewardConfig.with_audit`` each request of a task with audit tests carries them too, and
+``finish_batch`` scores both splits of its result (``blind.py``: the blind audit).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from execrl.rewards.blind import BlindPlan, audit_config, blind_plan, carries_plan, restrict
 from execrl.rewards.registry import get_verifier
 from execrl.rewards.types import RewardConfig, Score, Verifier
 from execrl.sandbox.errors import InvalidRequestError, SandboxFailure
 from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Verdict
+from execrl.tasks.schema import audit_view
 
 if TYPE_CHECKING:
     from execrl.tasks.schema import Task
@@ -47,7 +53,8 @@ class PreparedBatch:
     """The outcome of ``prepare_batch``: scores decided without running, and the requests still to run.
 
     ``decided[i]`` is the score of completion ``i`` or ``None`` when it waits for ``requests[j]`` with
-    ``request_index[j] == i``.
+    ``request_index[j] == i``; ``plans[j]`` says how ``requests[j]`` carries its task's audit tests
+    (``None``: it does not).
     """
 
     tasks: tuple[Task, ...]
@@ -56,6 +63,7 @@ class PreparedBatch:
     decided: tuple[Score | None, ...]
     requests: tuple[ExecutionRequest, ...]
     request_index: tuple[int, ...]
+    plans: tuple[BlindPlan | None, ...] = ()
 
 
 def _guarded(phase: str, call: Callable[..., object], *args: object) -> object:
@@ -83,11 +91,17 @@ def prepare_batch(tasks: Sequence[Task], completions: Sequence[str], config: Rew
     decided: list[Score | None] = []
     requests: list[ExecutionRequest] = []
     request_index: list[int] = []
+    plans: list[BlindPlan | None] = []
     for i, (task, completion, verifier) in enumerate(zip(tasks, completions, verifiers, strict=True)):
-        outcome = _guarded("prepare", verifier.prepare, task, completion, config)
+        plan = blind_plan(task) if config.with_audit and config.use_hidden_tests else None
+        outcome = _guarded("prepare", verifier.prepare, plan.task if plan else task, completion, config)
+        if plan is not None and isinstance(outcome, ExecutionRequest) and not carries_plan(outcome, plan):
+            plan = None  # the verifier built tests of its own: the audit runs apart (blind.py)
+            outcome = _guarded("prepare", verifier.prepare, task, completion, config)
         if isinstance(outcome, ExecutionRequest):
             requests.append(outcome)
             request_index.append(i)
+            plans.append(plan)
             decided.append(None)
         elif isinstance(outcome, Score):
             decided.append(outcome)
@@ -97,7 +111,13 @@ def prepare_batch(tasks: Sequence[Task], completions: Sequence[str], config: Rew
                 Score.invalid(f"verifier_error: prepare returned {kind}, not a Score or ExecutionRequest")
             )
     return PreparedBatch(
-        tuple(tasks), tuple(completions), verifiers, tuple(decided), tuple(requests), tuple(request_index)
+        tuple(tasks),
+        tuple(completions),
+        verifiers,
+        tuple(decided),
+        tuple(requests),
+        tuple(request_index),
+        tuple(plans),
     )
 
 
@@ -114,22 +134,36 @@ def finish_batch(
             "run_batch must return one result per request, in order"
         )
     scores = list(prepared.decided)
-    for index, result in zip(prepared.request_index, results, strict=True):
+    plans = prepared.plans or (None,) * len(results)
+    for index, result, plan in zip(prepared.request_index, results, plans, strict=True):
         if isinstance(result, Score):
             scores[index] = result
             continue
         verifier = prepared.verifiers[index]
         task, completion = prepared.tasks[index], prepared.completions[index]
-        outcome = _guarded("finish", verifier.finish, task, completion, result, config)
-        if not isinstance(outcome, Score):
-            outcome = Score.invalid(f"verifier_error: finish returned {type(outcome).__name__}, not a Score")
-        scores[index] = outcome
+        if plan is None:
+            scores[index] = _finish(verifier, task, completion, result, config)
+            continue
+        score = _finish(verifier, task, completion, restrict(result, plan.reward), config)
+        audit = _finish(
+            verifier, audit_view(task), completion, restrict(result, plan.audit), audit_config(config)
+        )
+        scores[index] = dataclasses.replace(score, audit=audit)
     missing = [i for i, score in enumerate(scores) if score is None]
     if missing:
         raise RuntimeError(
             f"completions {missing} were neither decided nor sent to the sandbox (a PreparedBatch bug)"
         )
     return [score for score in scores if score is not None]
+
+
+def _finish(
+    verifier: Verifier, task: Task, completion: str, result: ExecutionResult, config: RewardConfig
+) -> Score:
+    outcome = _guarded("finish", verifier.finish, task, completion, result, config)
+    if not isinstance(outcome, Score):
+        return Score.invalid(f"verifier_error: finish returned {type(outcome).__name__}, not a Score")
+    return outcome
 
 
 def _rejected(exc: InvalidRequestError) -> Score:

@@ -44,6 +44,7 @@ class Score:
     pass_fraction: float
     reason: str
     execution: ExecutionResult | None = None
+    audit: Score | None = None  # the same execution's score on the task's audit tests (``rewards/blind.py``)
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.reward):
@@ -110,6 +111,9 @@ class RewardConfig:
     ``timeout_penalty`` when the execution hit its time limit.
     ``limits`` are the sandbox limits of every code execution. ``use_hidden_tests`` scores on the task's
     hidden tests (training, evaluation); ``False`` uses the visible ones (the refine loop's feedback).
+    ``with_audit``: a task's audit tests run in the same execution as its hidden tests, shuffled among
+    them, and the score carries their verdict in ``Score.audit`` (the blind audit, ``rewards/blind.py``);
+    the reward itself reads the hidden tests only.
     A score's ``reason`` and ``execution`` quote the tests they ran ("expected 3, got 4"): never show the
     policy a score computed on hidden tests, or the grader leaks into the prompt.
     """
@@ -120,6 +124,7 @@ class RewardConfig:
     timeout_penalty: float = 0.0
     limits: Limits = field(default_factory=Limits)
     use_hidden_tests: bool = True
+    with_audit: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in ("binary", "partial"):

@@ -44,8 +44,8 @@ trained against it would learn:
   and kexec loading, ``mount``/``pivot_root``/``unshare``/``setns`` and ``clone`` with namespace flags,
   ``ptrace``, ``process_vm_*``, ``pidfd_getfd``, ``bpf``, ``perf_event_open``, ``userfaultfd``,
   ``io_uring``, the key ring, clock and time setting, handle-based opens, ``socket`` families but
-  ``AF_UNIX``, ``ioctl(TIOCSTI)``, scheduling and limits of other processes, locks and change
-  notification; everything else reaches the kernel. ``"allow"`` (the default) stacks on it, once the
+  ``AF_UNIX``, ``ioctl(TIOCSTI)``, scheduling and limits of other processes, ``pidfd_open`` of the
+  harness (pid 1), locks and change notification; everything else reaches the kernel. ``"allow"`` (the default) stacks on it, once the
   job names its language, the list of calls that language's runtime needs (``syscalls.py``: traced
   from the test programs with ``scripts/trace_syscalls.py``, reviewed by hand), so every call the
   list omits fails with ENOSYS before reaching its kernel code: native AIO, System V IPC, ``splice``
@@ -57,9 +57,26 @@ trained against it would learn:
   reviewed in ``syscalls.py`` (``clone3``, V8's ``pkey_alloc``, ``copy_file_range``: each has a
   fallback on ENOSYS). A language a user registers without a traced set runs under the deny list alone
   (the sandbox logs which).
-* Compile steps are bounded by the request's ``Limits.compile_timeout_s`` in CPU and wall time (a
-  source that includes one of the compiler's own descriptors blocks until then, then is a
-  ``compile_error``).
+* Compile steps are bounded by the request's ``Limits.compile_timeout_s`` in CPU and wall time, and a
+  compile whose processes use no CPU for the request's ``timeout_s`` (at least 1 s: a source that
+  includes one of the compiler's own descriptors blocks it) is stopped then (``stall.py``); either is
+  a ``compile_error``.
+* Uids across sandboxes: each pool's slots run under a block of uids chosen from its pid namespace,
+  pid and pool number (``pool.uid_block_base``), so pools in two containers, each pid 1 of its own,
+  do not share uids (RLIMIT_NPROC and signals count by uid across the kernel); ``EXECRL_SANDBOX_UIDS``
+  sets the range (``deploy/k8s/README.md``).
+* What a request feeds its programs never becomes a ``sandbox_error``: strings of the job (stdin,
+  files, the program) are written as UTF-8 with a lone surrogate passed through as its
+  ``surrogatepass`` bytes (``child.text_bytes``; the HTTP edge refuses them), and a stdin larger than
+  ``max_file_mb`` makes the harness fork its programs (``spawn.stdin_fits``).
+* The reward audit is blind (``execrl.rewards.blind``): a scored execution carries the reward's tests
+  and the task's audit tests together, shuffled per execution from the OS's randomness, and no test
+  name enters the sandbox (the parent maps records back by position). So nothing a program can observe
+  from inside (names, count, order, the position of a run and the counter files of earlier runs, the
+  inputs on the harness's stack or the call harness's stdin, pid 1 or a child) differs between the
+  audit and the reward: they read two splits of one run. What remains: a program still sees every
+  input of its execution and may recognise ones it memorised; and the splits share the execution's
+  limits, so exhausting one during an audit test costs the reward tests not yet run.
 * Other languages (``langs/``: C, C++, Java, JavaScript, TypeScript, Go, Rust, Bash): compilers and
   runtimes are ordinary programs in the same jail, as the candidate's uid, under the same limits (plus
   a language's floors, ``Language.limits_for``); their caches and homes live in the execution's tmpfs.
@@ -142,7 +159,8 @@ Trade-offs made for throughput (each measured; see the modules named):
   (``zygote.PRELOADED_MODULES``): a candidate finds them already in ``sys.modules`` (a fresh copy per
   execution, as for every other object). The ``python-data`` runtime (``runtimes.py``) runs in a zygote
   of its own that also preloaded numpy and pandas from a packages directory bound read-only into its
-  jail; numpy's global random state is reseeded per sandbox (``child._reseed_preloaded``).
+  jail; every module-level random generator the zygote preloaded (the standard library's, numpy's
+  global one) is reseeded from the OS per execution (``child.find_global_rngs``).
 * ``fetch_files`` (files read back after the run, ``workfiles.py``) are read by the harness once every
   candidate process is dead, one path component at a time with ``O_NOFOLLOW``, regular files only, within
   ``Limits.max_fetch_file_bytes``/``max_fetch_bytes``: a link the candidate plants under a fetched name

@@ -57,6 +57,14 @@ def write_all(fd: int, data: bytes, write: Callable[[int, memoryview], int] = os
         view = view[write(fd, view) :]
 
 
+def text_bytes(text: str) -> bytes:
+    """What the harness writes for a string of the job (stdin, files, the program): its UTF-8, with a
+    lone surrogate passed through as its three-byte form (``surrogatepass``), as the job itself was
+    encoded (``runner.encode_job``). The program reads invalid UTF-8 there, its own business; a strict
+    encode raised in the harness, a ``sandbox_error`` chosen by whoever wrote the string."""
+    return text.encode("utf-8", "surrogatepass")
+
+
 def prelude(
     keep: set[int],
     stdin_data: bytes,
@@ -106,13 +114,38 @@ def cap_rlimit(which: int, value: int) -> None:
     resource.setrlimit(which, (value, value))
 
 
+_GLOBAL_RNGS: list[Any] = []  # module-level generators the zygote preloaded (``find_global_rngs``)
+
+
+def find_global_rngs() -> None:
+    """Once, in the zygote after its preloads: every module-level random generator with state of its
+    own (``random``'s ``_inst``, numpy's legacy global ``RandomState``, any other module's global
+    ``random.Random``/``RandomState``), to reseed per execution (``_reseed_preloaded``). Every sandbox is
+    a copy of the zygote, so without that each would draw the same numbers: the worker is a raw
+    ``clone``, which runs no at-fork hook, and an inline run (``harness.runs_inline``) never forks. OS-
+    backed generators (``secrets``' ``SystemRandom``) have no state; state deeper than a module's
+    globals (an object's attribute) is not found."""
+    random = sys.modules.get("random")
+    kinds: tuple[type, ...] = (random.Random,) if random is not None else ()
+    system = random.SystemRandom if random is not None else None
+    mtrand = sys.modules.get("numpy.random.mtrand")
+    if mtrand is not None:
+        kinds += (mtrand.RandomState,)
+    if not kinds:
+        return
+    seen = {id(generator) for generator in _GLOBAL_RNGS}
+    for module in list(sys.modules.values()):
+        for value in list(getattr(module, "__dict__", {}).values()):
+            if isinstance(value, kinds) and type(value) is not system and id(value) not in seen:
+                seen.add(id(value))
+                _GLOBAL_RNGS.append(value)
+
+
 def _reseed_preloaded() -> None:
-    """numpy's global random state was seeded once, in a zygote that preloaded numpy (``runtimes.py``),
-    so every sandbox would draw the same ``np.random.rand()``: reseed it from the OS, as a fresh
-    ``import numpy`` would (the zygote never preloads ``random`` for the same reason)."""
-    np_random = sys.modules.get("numpy.random")
-    if np_random is not None:
-        np_random.seed()
+    """Reseed each generator ``find_global_rngs`` found from the OS, as a fresh import would seed it:
+    a test that draws random inputs draws new ones in every execution (a policy cannot memorise them)."""
+    for generator in _GLOBAL_RNGS:
+        generator.seed()
 
 
 def cpu_rlimit(cpu_left_s: float) -> tuple[int, int]:
@@ -295,14 +328,14 @@ def _jsonable(value: Any) -> Any:
     return _loads(_dumps(value, allow_nan=True))
 
 
-def _run_test(namespace: dict[str, Any], test: dict[str, Any]) -> dict[str, Any]:
+def _run_test(namespace: dict[str, Any], test: dict[str, Any], index: int) -> dict[str, Any]:
     start_wall, start_cpu = _perf_counter(), _process_time()
     result: dict[str, Any]
     try:
         if test["kind"] == "code":
             values: list[str] = []
             namespace[PROBE] = _prober(values)
-            _exec(_compile(test["code"], f"<test {test['name']}>", "exec"), namespace)
+            _exec(_compile(test["code"], f"<test {index}>", "exec"), namespace)
             result = (
                 {"status": "probed", "value": f"[{','.join(values)}]"} if test["probes"] else {"status": "ok"}
             )
@@ -346,7 +379,7 @@ def run_tests(
     exit_now = pyexit.exit_now
     try:
         try:
-            prelude({rec_fd}, job["stdin"].encode(), None, cpu_left_s, job["limits"], new_session)
+            prelude({rec_fd}, text_bytes(job["stdin"]), None, cpu_left_s, job["limits"], new_session)
         except BaseException as exc:  # noqa: BLE001
             prelude_failed(exc)
         records = _Records(rec_fd, max_bytes)
@@ -360,7 +393,7 @@ def run_tests(
             exit_now(0)
         records.send({"kind": "loaded"})
         for index in indices:
-            result = _run_test(namespace, job["tests"][index])
+            result = _run_test(namespace, job["tests"][index], index)
             _flush()
             records.send({"i": index, **result})
         _flush()

@@ -162,6 +162,8 @@ def _build_request(args: argparse.Namespace) -> ExecutionRequest:
         limits_kwargs.update(timeout_s=args.timeout_s, cpu_time_s=args.timeout_s)
     if args.memory_mb is not None:
         limits_kwargs["memory_mb"] = args.memory_mb
+    if args.compile_timeout_s is not None:
+        limits_kwargs["compile_timeout_s"] = args.compile_timeout_s
     return ExecutionRequest(
         language=language_for(program_path, args.language),
         program=_read_text(program_path, "program"),
@@ -318,6 +320,12 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--stdin", metavar="FILE", help="file fed to the program's stdin (plain run)")
     run.add_argument("--timeout-s", type=float, help="wall-clock and CPU-time limit in seconds (default 10)")
     run.add_argument("--memory-mb", type=int, help="memory limit in MiB (default 512)")
+    run.add_argument(
+        "--compile-timeout-s",
+        type=float,
+        help="CPU and wall-clock limit of the compile step in seconds (default: the language's, "
+        "`execrl sandbox languages`); a compiler that uses no CPU for --timeout-s is stopped sooner",
+    )
     run.add_argument(
         "--runtime",
         help="Python runtime: python (default, standard library) or python-data (numpy, pandas, ...)",

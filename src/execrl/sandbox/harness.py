@@ -51,7 +51,7 @@ import signal
 import time
 import traceback
 
-from execrl.sandbox import child, jail, records, seccomp, spawn, warm, workfiles
+from execrl.sandbox import child, jail, records, seccomp, spawn, stall, warm, workfiles
 from execrl.sandbox.records import clean_error
 
 # Annotations only: importing ``typing`` would add ~2 MB to the zygote, and to every fork of it.
@@ -73,6 +73,7 @@ class Outcome:
         self.cpu_s = 0.0
         self.wall_s = 0.0
         self.wall_limit = False
+        self.stalled = False  # the wall limit was a compile that stopped using CPU (``stall.py``)
         self.output_limit = False
         self.captured = bytearray()
 
@@ -99,7 +100,11 @@ class Harness:
         self.deadline = (
             time.monotonic() + float(limits["timeout_s"]) + float(job["language"]["compile_timeout_s"])
         )
-        self.self_limits = spawn.SelfLimits(limits) if isolated else None
+        self.call_lines = _call_lines(job)  # a binary language's call harness reads these on stdin
+        # ``posix_spawn`` needs the harness's own file-size limit lowered for good, after which no stdin
+        # memfd larger than it can be written: such a job forks every program (``spawn.stdin_fits``).
+        fits = spawn.stdin_fits(_stdin_texts(job, self.call_lines), int(limits["max_file_mb"]) << 20)
+        self.self_limits = spawn.SelfLimits(limits) if isolated and fits else None
         self.warm: warm.WarmProgram | None = None  # the job's first run, pre-started (``warm.py``)
         self.allow: seccomp.PreparedFilter | None = None  # the job's allow list, until ``bind_filter``
 
@@ -130,21 +135,27 @@ class Harness:
         pid: int,
         readers: dict[int, Callable[[bytes], bool]],
         deadline: float,
+        watch_stall: stall.StallWatch | None = None,
     ) -> Outcome:
-        """Drain ``readers`` (fd -> callback returning False to kill on overflow) until ``pid`` is gone."""
+        """Drain ``readers`` (fd -> callback returning False to kill on overflow) until ``pid`` is gone;
+        with ``watch_stall`` (a compile step) a process tree that stopped using CPU is killed too."""
         outcome = Outcome()
         start = time.monotonic()
         pidfd = os.pidfd_open(pid)
         open_fds = set(readers)
         exited = False
+        poll_s = stall.POLL_S if watch_stall is not None else 1.0
         while open_fds or not exited:
-            wait_s = deadline - time.monotonic()
-            if wait_s <= 0 and not exited:
+            now = time.monotonic()
+            wait_s = deadline - now
+            stalled = watch_stall is not None and not exited and watch_stall.stalled(now)
+            if (wait_s <= 0 or stalled) and not exited:
+                outcome.stalled = outcome.stalled or (stalled and not outcome.wall_limit)
                 outcome.wall_limit = True
                 self._kill_all(pid)
                 wait_s = 1.0
             watch = list(open_fds) + ([] if exited else [pidfd])
-            ready, _, _ = select.select(watch, [], [], max(0.0, min(wait_s, 1.0)))
+            ready, _, _ = select.select(watch, [], [], max(0.0, min(wait_s, poll_s)))
             for fd in ready:
                 if fd == pidfd:
                     exited = True
@@ -248,9 +259,11 @@ class Harness:
         deadline: float,
         merge: bool = False,
         may_spawn: bool = True,
+        stall_s: float | None = None,
     ) -> Outcome:
         """Run ``argv`` (compiler or compiled program) in ``C``, stdout captured when asked (and stderr
-        with it when ``merge``: the compiler's diagnostics); the first run may be the warm program."""
+        with it when ``merge``: the compiler's diagnostics); the first run may be the warm program.
+        ``stall_s``: kill it once its session used no CPU for that long (``stall.StallWatch``)."""
         pre, self.warm = self.warm, None
         if pre is not None and (pre.argv, pre.shape["capture"], merge) != (argv, capture, False):
             raise RuntimeError("the warm program does not match the job's first run")  # ``fits`` did
@@ -267,7 +280,8 @@ class Harness:
         readers: dict[int, Callable[[bytes], bool]] = {}
         if capture:
             readers[out_r] = self.capture_reader(buffer, limit)
-        outcome = self.supervise(pid, readers, deadline)
+        watch_stall = stall.StallWatch(pid, stall_s) if stall_s is not None else None
+        outcome = self.supervise(pid, readers, deadline, watch_stall)
         if capture:
             os.close(out_r)
         outcome.captured = buffer
@@ -301,14 +315,20 @@ class Harness:
         may_spawn = self.self_limits is not None and self.self_limits.allows_compile(
             self.cpu_budget_s, budget
         )
+        # A compile that stops using CPU waits for at most the run's own wall limit (``stall.py``); the
+        # unisolated backend's /proc is the host's, and it is no security boundary anyway.
+        stall_s = float(self.job["limits"]["timeout_s"]) if self.isolated else None
         outcome = self.run_exec(
-            language["compile"], b"", True, COMPILE_OUTPUT_BYTES, deadline, merge=True, may_spawn=may_spawn
+            language["compile"], b"", True, COMPILE_OUTPUT_BYTES, deadline, True, may_spawn, stall_s
         )
         self.cpu_budget_s, self.cpu_used_s = budget, 0.0
         self.deadline = time.monotonic() + float(self.job["limits"]["timeout_s"])
         ok = outcome.exit_code == 0 and not outcome.wall_limit
         text = outcome.captured.decode("utf-8", "replace")
-        if outcome.wall_limit:
+        if outcome.stalled:
+            idle_s = max(stall.FLOOR_S, stall_s or 0.0)
+            text += f"\n[execrl: compile stopped: the compiler used no CPU for {idle_s:g} s (blocked)]"
+        elif outcome.wall_limit:
             text += "\n[execrl: compile time limit exceeded]"
         elif outcome.signal is not None:
             text += f"\n[execrl: the compiler was killed by signal {outcome.signal} (memory or CPU limit?)]"
@@ -417,12 +437,29 @@ def _start_group(h: Harness, todo: list[int], rec_w: int) -> int:
     language = h.job["language"]
     if language["mode"] == "python":
         return h.fork(lambda: child.run_tests(h.job, todo, rec_w, h.cpu_left_s(), h.max_output))
-    lines = [json.dumps({"max_bytes": h.max_output})]
-    for index in todo:
-        test = h.job["tests"][index]
-        lines.append(json.dumps({"i": index, "entry_point": test["entry_point"], "args": test["args"]}))
+    lines = [json.dumps({"max_bytes": h.max_output}), *(h.call_lines[index] for index in todo)]
     stdin = ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
     return h.start_program(language["call"], stdin, None, rec_fd=rec_w)
+
+
+def _call_lines(job: dict[str, Any]) -> dict[int, str]:
+    """Each call test's line for a binary language's call harness (Python runs call tests itself)."""
+    if job["language"]["mode"] == "python":
+        return {}
+    tests = enumerate(job["tests"])
+    return {
+        i: json.dumps({"i": i, "entry_point": t["entry_point"], "args": t["args"]})
+        for i, t in tests
+        if t["kind"] == "call"
+    }
+
+
+def _stdin_texts(job: dict[str, Any], call_lines: dict[int, str]) -> list[str]:
+    """Every stdin the job may feed one program: the plain run's, each io test's, the call harness's."""
+    texts = [job["stdin"], *(t["stdin"] for t in job["tests"] if t["kind"] == "io")]
+    if call_lines:
+        texts.append("\n".join(call_lines.values()))
+    return texts
 
 
 def run_io(h: Harness, indices: list[int]) -> None:
@@ -433,7 +470,7 @@ def run_io(h: Harness, indices: list[int]) -> None:
             for rest in indices[position:]:
                 h.send({"kind": "test", "i": rest, "status": "skipped", "reason": "cpu"})
             return
-        stdin = h.job["tests"][index]["stdin"].encode("utf-8")
+        stdin = child.text_bytes(h.job["tests"][index]["stdin"])
         error = None
         if language["mode"] == "python":
             outcome, error = h.run_python_main(stdin, capture=True)
@@ -454,7 +491,7 @@ def run_io(h: Harness, indices: list[int]) -> None:
 
 def run_plain(h: Harness) -> None:
     language = h.job["language"]
-    stdin = h.job["stdin"].encode("utf-8")
+    stdin = child.text_bytes(h.job["stdin"])
     error = None
     if language["mode"] == "python":
         outcome, error = h.run_python_main(stdin, capture=False)

@@ -57,18 +57,19 @@ class RunState:
 
 
 def _test_dict(test: CodeTest | CallTest | IOTest) -> dict[str, Any]:
+    """One test as the sandbox sees it: its inputs, never its name (names stay in the parent, which maps
+    records back by position; a name such as ``audit_2`` would tell the program which run it is in)."""
     if isinstance(test, CodeTest):  # recognised asserts become probes; their expected values stay here
         plan = asserts.plan(test.code)
-        return {"kind": "code", "name": test.name, "code": plan.code, "probes": len(plan.expectations)}
+        return {"kind": "code", "code": plan.code, "probes": len(plan.expectations)}
     if isinstance(test, CallTest):
         return {
             "kind": "call",
-            "name": test.name,
             "entry_point": test.entry_point,
             "args": list(test.args),
             "kwargs": dict(test.kwargs),
         }
-    return {"kind": "io", "name": test.name, "stdin": test.stdin}
+    return {"kind": "io", "stdin": test.stdin}
 
 
 def build_job(request: ExecutionRequest, language: Language) -> bytes:

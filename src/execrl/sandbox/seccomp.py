@@ -24,6 +24,13 @@ Deny-list program layout (every jump is forward, as cBPF requires; ``_rule`` com
    ``setattr``, ``ioprio_set``; else EPERM. The harness shares the candidate's uid, so this rule is what
    keeps the harness's limits and scheduling out of the candidate's reach. ``resource.prlimit`` with
    the caller's own pid instead of 0 is refused too; ``setrlimit``, ``os.nice`` work as usual.
+   ``pidfd_open`` of pid 1 (the harness) -> EPERM, so no call that takes a pidfd (``pidfd_send_signal``,
+   ``process_madvise``, ``process_mrelease``; ``pidfd_getfd`` is denied outright) can name the harness;
+   the harness's own ``pidfd_open`` of its children passes. The other calls that name a process by pid
+   need it to be traceable (``kcmp``, ``get_robust_list``, ``move_pages``, ``migrate_pages``: the harness
+   is not dumpable), only read (``sched_get*``, ``getpgid``, ``getsid``, ``capget``, ``ioprio_get``), or
+   are signals, which pid 1 of a namespace ignores from inside it unless it handles them (it handles
+   none); ``kcmp`` and the NUMA calls are not on any allow list either.
 7. File locks and change notification, the channels shared read-only files would open between
    concurrent sandboxes (and the host): ``flock`` and ``fcntl`` lock commands (``F_GETLK``,
    ``F_SETLK(W)``, the ``F_OFD_*`` twins) -> ENOLCK, the errno a file system without locking gives;
@@ -92,7 +99,9 @@ SYS_IOPRIO_SET = 251
 SYS_SCHED_SETAFFINITY = 203
 SYS_PRLIMIT64 = 302
 SYS_SCHED_SETATTR = 314
+SYS_PIDFD_OPEN = 434
 SYS_CLONE3 = 435
+HARNESS_PID = 1  # the harness is pid 1 of the sandbox's pid namespace
 AF_UNIX = 1
 TIOCSTI = 0x5412
 TIOCLINUX = 0x541C
@@ -219,6 +228,7 @@ def _argument_rules() -> list[Instruction]:
     prog += _rule(SYS_CLONE3, [_stmt(_RET_K, SECCOMP_RET_ERRNO | errno.ENOSYS)])
     fcntl_cases = ((FCNTL_LOCK_COMMANDS, enolck), ((F_NOTIFY, F_SETLEASE), eperm))
     prog += _rule(SYS_FCNTL, _arg_switch(_OFF_ARG1_LO, fcntl_cases, allow))
+    prog += _rule(SYS_PIDFD_OPEN, _arg_switch(_OFF_ARG0_LO, (((HARNESS_PID,), eperm),), allow))
     for nr, checks in only_self.items():
         prog += _rule(nr, _args_equal(checks, eperm))
     prog += _rule(SYS_FLOCK, [_stmt(_RET_K, enolck)])

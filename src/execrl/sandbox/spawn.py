@@ -31,8 +31,10 @@ What the child cannot do here is run Python, so the trusted set-up of ``child.ex
   (``child.set_job_rlimits``), CPU (soft, hard) before each program (``child.cpu_rlimit``). Hard limits
   only go down, which is where this path stops: a program that needs a higher CPU limit than the harness
   already has (only possible for a compile step whose limit is below the run's, ``allows_compile``) and
-  jobs with fewer than ``MIN_OPEN_FILES`` descriptors (the harness needs its own) keep fork + exec. The
-  harness ignores SIGXCPU, so its own CPU time only matters at the hard limit, a second above the soft
+  jobs with fewer than ``MIN_OPEN_FILES`` descriptors (the harness needs its own) keep fork + exec, and so
+  does a job with a stdin larger than its file-size limit (``stdin_fits``: a memfd written after the
+  harness lowered RLIMIT_FSIZE is held to it, and the compile step or the first run lowers it for good).
+  The harness ignores SIGXCPU, so its own CPU time only matters at the hard limit, a second above the soft
   one; ``lower`` refuses when the harness has used more than the soft limit minus
   ``HARNESS_CPU_MARGIN_S``.
 
@@ -94,6 +96,18 @@ class SelfLimits:
             self.job_limits_set = True
         resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
         return True
+
+
+def stdin_fits(texts: list[str], limit_bytes: int) -> bool:
+    """Whether each of ``texts`` (the stdins a job feeds its programs) is at most ``limit_bytes`` once
+    encoded. Only then may the harness ``posix_spawn``: ``SelfLimits.lower`` sets its own RLIMIT_FSIZE
+    for good, and a stdin memfd written after that is held to it (EFBIG), so a job with a larger one
+    forks every program instead, whose ``prelude`` writes the memfd before lowering. The bound ``4 *
+    len`` (UTF-8's widest character) decides without encoding; only a text near the limit is encoded."""
+    return all(
+        4 * len(text) <= limit_bytes or len(text.encode("utf-8", "surrogatepass")) <= limit_bytes
+        for text in texts
+    )
 
 
 def stdin_memfd(data: bytes) -> int:

@@ -57,7 +57,9 @@ class Limits:
     sandbox; ``cpu_time_s`` is RLIMIT_CPU of the whole execution (CPU time is what rewards should depend
     on, wall time is load-dependent). ``memory_mb`` is a cgroup limit (not RLIMIT_AS, which breaks numpy).
     ``compile_timeout_s`` bounds a compiled language's compile step, in CPU and in wall-clock time, on top
-    of ``timeout_s``/``cpu_time_s`` for the run; ``None`` takes the language's default (30 s for cpp).
+    of ``timeout_s``/``cpu_time_s`` for the run; ``None`` takes the language's default (30 s for cpp). A
+    compile that uses no CPU for ``timeout_s`` (at least 1 s; a compiler blocked on a read) is stopped
+    then, a ``compile_error`` as at its limit (``stall.py``).
     ``max_fetch_file_bytes``/``max_fetch_bytes``: the most one file of ``ExecutionRequest.fetch_files``,
     and all of them together, may hold to be returned (a larger one is reported in
     ``ExecutionResult.file_errors``, never cut silently).

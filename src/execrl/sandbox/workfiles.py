@@ -1,6 +1,6 @@
 """Files into and out of the work directory, as the harness ``H`` does it inside the sandbox.
 
-In: the request's files (text as UTF-8, bytes as given) and the program, created with ``O_EXCL |
+In: the request's files (text as UTF-8, a lone surrogate as its three bytes; bytes as given) and the program, created with ``O_EXCL |
 O_NOFOLLOW`` before any candidate code runs.
 
 Out (``ExecutionRequest.fetch_files``, SandboxFusion's ``fetch_files``): after every candidate process
@@ -53,13 +53,13 @@ def write_all(job: dict[str, Any]) -> None:
     for directory in job["language"].get("mkdirs", ()):
         os.mkdir(directory)
     write_inputs(job)
-    _write(job["program_path"], job["program"].encode("utf-8"))
+    _write(job["program_path"], job["program"].encode("utf-8", "surrogatepass"))
 
 
 def write_inputs(job: dict[str, Any]) -> None:
     """The job's text files and binary files (base64 in the job); a session's files (``sessions/``)."""
     for path, text in job["files"].items():
-        _write(path, text.encode("utf-8"))
+        _write(path, text.encode("utf-8", "surrogatepass"))  # as ``child.text_bytes``
     for path, encoded in job.get("files_b64", {}).items():
         _write(path, binascii.a2b_base64(encoded))
 

@@ -259,6 +259,7 @@ def main(
     for name in PRELOADED_MODULES:
         __import__(name)
     _load_runtime(packages_dir, preload or [])
+    child.find_global_rngs()
     child.prepare_interpreter()
     # Everything imported so far goes to the permanent generation: a collection in a worker or in the
     # candidate's process never walks (and copy-on-write faults) these objects.
