@@ -6,7 +6,7 @@ overrides, one module per group of ``[sections]``, no torch anywhere.
 
 * ``base.py``: ``Section`` (unknown keys refused, frozen, no NaN/inf) and ``ConfigError``;
 * ``run.py`` (``[run]``, ``[model]``, ``[checkpoint]``), ``tasks.py`` (``[tasks]``, ``[scheduler]``),
-  ``algorithm.py`` (``[rollout]``, ``[algorithm]``, ``[optim]``, ``[refine]``), ``scoring.py``
+  ``algorithm.py`` (``[rollout]``, ``[algorithm]``, ``[optim]``, ``[refine]``), ``tools.py`` (``[tools]``), ``scoring.py``
   (``[reward]``, ``[sandbox]``, ``[audit]``, ``[eval]``), ``infra.py`` (``[executor]``, ``[telemetry]``);
 * ``train.py``: ``TrainConfig`` and the checks across sections;
 * ``load.py``: ``load_config`` / ``validate_config`` (errors name the key and what to set);

@@ -10,6 +10,7 @@ from execrl.config.infra import ExecutorSection, TelemetrySection
 from execrl.config.run import CheckpointSection, ModelSection, RunSection
 from execrl.config.scoring import AuditSection, EvalSection, RewardSection, SandboxSection
 from execrl.config.tasks import SchedulerSection, TaskSection
+from execrl.config.tools import ToolsSection
 
 
 class TrainConfig(Section):
@@ -34,6 +35,7 @@ class TrainConfig(Section):
     scheduler: SchedulerSection = Field(default_factory=SchedulerSection, description="task draws per step")
     refine: RefineSection = Field(default_factory=RefineSection, description="multi-turn refine RL")
     executor: ExecutorSection = Field(default_factory=ExecutorSection, description="in-process or Ray")
+    tools: ToolsSection = Field(default_factory=ToolsSection, description="tool-calling episodes")
 
     @model_validator(mode="after")
     def _ray_staleness_covers_the_loop(self) -> TrainConfig:
@@ -49,6 +51,34 @@ class TrainConfig(Section):
             raise ValueError(
                 "executor.kind=ray does not run the multi-turn refine recipe; use executor.kind=inprocess"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _tool_settings_apply(self) -> TrainConfig:
+        """Refuse what the tool recipe would ignore or cannot run, in one line each."""
+        tools = self.tools
+        if not tools.enabled:
+            unused = [f"tools.{key}" for key in tools.model_fields_set if key != "enabled"]
+            if unused:
+                raise ValueError(f"{', '.join(sorted(unused))}: used only with tools.enabled=true; set it or remove them")
+            return self
+        if self.executor.kind == "ray":
+            raise ValueError(
+                "tools.enabled=true does not run on executor.kind=ray yet (a tool episode must run next to the "
+                "sandbox worker holding its session); use executor.kind=inprocess"
+            )
+        alg = self.algorithm
+        refused = {
+            "refine.max_turns > 1": self.refine.multi_turn,
+            "sandbox.urls (sessions need the in-process sandbox)": bool(self.sandbox.urls),
+            "algorithm.advantage_estimator=gae (PPO's value head)": alg.learns_values,
+            "algorithm.async_steps > 0": alg.async_steps > 0,
+            "rollout.stream_scoring=true": self.rollout.stream_scoring,
+            "algorithm.dynamic_sampling=true": alg.dynamic_sampling,
+        }
+        bad = [what for what, on in refused.items() if on]
+        if bad:
+            raise ValueError(f"tools.enabled=true (tool-calling episodes) does not run {', '.join(bad)}; turn them off")
         return self
 
     @property
