@@ -41,7 +41,9 @@ def _metrics(run_dir: Path) -> list[dict[str, float]]:
 
 
 @pytest.mark.slow
-def test_tool_recipe_runs_and_resumes_bit_exact(tiny_model_dir: Path, tools_file: Path, tmp_path: Path) -> None:
+def test_tool_recipe_runs_and_resumes_bit_exact(
+    tiny_model_dir: Path, tools_file: Path, tmp_path: Path
+) -> None:
     straight_out, killed_out = tmp_path / "straight", tmp_path / "killed"
     args = _args(tiny_model_dir, tools_file, straight_out)
     straight = subprocess.run([*EXECRL, "train", "--no-progress", *args], env=_env(), capture_output=True,

@@ -22,7 +22,10 @@ class ToolsSection(Section):
         256, ge=1, description="tokens of one tool answer; longer ones are cut with a marker"
     )
     parse_error_penalty: float = Field(
-        0.0, ge=0, le=1, description="reward subtracted per malformed call (bad JSON, unknown tool, arguments)"
+        0.0,
+        ge=0,
+        le=1,
+        description="reward subtracted per malformed call (bad JSON, unknown tool, arguments)",
     )
     default_tools: list[str] = Field(
         ["python"], min_length=1, description="tools offered by tasks without a session spec"

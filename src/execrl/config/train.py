@@ -60,7 +60,9 @@ class TrainConfig(Section):
         if not tools.enabled:
             unused = [f"tools.{key}" for key in tools.model_fields_set if key != "enabled"]
             if unused:
-                raise ValueError(f"{', '.join(sorted(unused))}: used only with tools.enabled=true; set it or remove them")
+                raise ValueError(
+                    f"{', '.join(sorted(unused))}: used only with tools.enabled=true; set it or remove them"
+                )
             return self
         if self.executor.kind == "ray":
             raise ValueError(
@@ -78,7 +80,9 @@ class TrainConfig(Section):
         }
         bad = [what for what, on in refused.items() if on]
         if bad:
-            raise ValueError(f"tools.enabled=true (tool-calling episodes) does not run {', '.join(bad)}; turn them off")
+            raise ValueError(
+                f"tools.enabled=true (tool-calling episodes) does not run {', '.join(bad)}; turn them off"
+            )
         return self
 
     @property

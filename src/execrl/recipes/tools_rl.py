@@ -94,7 +94,9 @@ def train_step(
     batch = masked_train_batch([e.token_ids for e in episodes], [e.model_mask for e in episodes], advantages,
                                valid=[e.valid for e in episodes], pad_token_id=run.engine.pad_token_id)  # type: ignore[attr-defined]  # fmt: skip
     batch = prepare_batch(run.model, batch, run.tcfg, ref_model=run.ref_model)
-    metrics = policy_update(run.model, run.optimizer, run.lr_scheduler, batch, run.tcfg, ref_model=run.ref_model)
+    metrics = policy_update(
+        run.model, run.optimizer, run.lr_scheduler, batch, run.tcfg, ref_model=run.ref_model
+    )
     t2 = time.perf_counter()
     # ---- metrics: tool use, rewards, per-domain, timings ------------------------------------------------
     metrics.update(tool_metrics(episodes, step_s=t2 - t0))
@@ -107,4 +109,6 @@ def train_step(
 
 
 def tool_config(config: TrainConfig) -> ToolConfig:
-    return build(ToolConfig, config.tools, reward=setup.reward_config(config), defaults=("reuse_kv_max_bytes",))
+    return build(
+        ToolConfig, config.tools, reward=setup.reward_config(config), defaults=("reuse_kv_max_bytes",)
+    )

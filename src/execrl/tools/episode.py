@@ -135,7 +135,9 @@ def _start(tokenizer: Any, task: Task, index: int, config: ToolConfig) -> ToolEp
     prompt = prompt_for_chat(task.prompt)
     base = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
     messages = prompt_messages(base, declarations, template_tools=template_tools)
-    text = render_chat(tokenizer, messages, generation_prompt=True, tools=declarations if template_tools else None)
+    text = render_chat(
+        tokenizer, messages, generation_prompt=True, tools=declarations if template_tools else None
+    )
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
     return ToolEpisode(index, messages, ids, [False] * len(ids), len(ids), offered, template_tools)
 
@@ -160,7 +162,9 @@ def _open_sessions(
     templates, sessions = [], []
     for task in tasks:
         spec = task.session or SessionSpec()
-        template = open_template(setup=list(spec.setup), runtime=spec.runtime, limits=limits, files=dict(spec.files))
+        template = open_template(
+            setup=list(spec.setup), runtime=spec.runtime, limits=limits, files=dict(spec.files)
+        )
         templates.append(template)
         sessions.extend(template.fork(samples))
     return templates, sessions
@@ -267,7 +271,9 @@ def rollout_tool_episodes(
     return episodes
 
 
-def _judge(tasks: Sequence[Task], episodes: list[ToolEpisode], runner: SyncRunner, config: ToolConfig) -> None:
+def _judge(
+    tasks: Sequence[Task], episodes: list[ToolEpisode], runner: SyncRunner, config: ToolConfig
+) -> None:
     """The final answers on the hidden tests, in fresh jails (nothing of the sessions reaches them)."""
     hidden = score_batch(
         [tasks[e.task_index] for e in episodes], [e.final_text for e in episodes], sandbox=runner,

@@ -68,7 +68,11 @@ class Tool:
         """The OpenAI ``tools`` entry of this tool."""
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
         }
 
 

@@ -57,9 +57,15 @@ def test_each_malformed_call_has_its_error_kind(text: str, kind: str) -> None:
 
 
 def test_a_call_parses_with_arguments_as_object_or_json_string() -> None:
-    as_object = parse_call('<tool_call>\n{"name": "python", "arguments": {"code": "1+1"}}\n</tool_call>', ["python"])
+    as_object = parse_call(
+        '<tool_call>\n{"name": "python", "arguments": {"code": "1+1"}}\n</tool_call>', ["python"]
+    )
     wire = json.dumps({"name": "python", "arguments": json.dumps({"code": "1+1"})})
-    assert as_object == parse_call(f"<tool_call>{wire}</tool_call>", ["python"]) == ToolCall("python", {"code": "1+1"})
+    assert (
+        as_object
+        == parse_call(f"<tool_call>{wire}</tool_call>", ["python"])
+        == ToolCall("python", {"code": "1+1"})
+    )
     assert parse_call("The answer is 4.", ["python"]) is None
 
 
@@ -80,7 +86,10 @@ def test_tools_go_to_a_template_that_renders_them_else_to_the_hermes_block() -> 
     assert not template_renders_tools(smol, declared)  # SmolLM2's template ignores tools
     messages = prompt_messages([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "q"}],
                                declared, template_tools=False)  # fmt: skip
-    assert messages[0]["content"].startswith("Be brief.\n\n# Tools") and '"name": "python"' in messages[0]["content"]
+    assert (
+        messages[0]["content"].startswith("Be brief.\n\n# Tools")
+        and '"name": "python"' in messages[0]["content"]
+    )
     assert "<tool_call>" in messages[0]["content"] and len(messages) == 2
     aware = copy.deepcopy(smol)
     aware.chat_template = (

@@ -74,7 +74,9 @@ def test_malformed_calls_are_answered_with_structured_errors_and_counted(tokeniz
 
 
 def test_parse_error_penalty_is_subtracted_per_malformed_call(tokenizer, sandbox) -> None:  # type: ignore[no-untyped-def]
-    _, [e] = _run(tokenizer, sandbox, ["<tool_call>[1]</tool_call>", "The answer is 462."], parse_error_penalty=0.25)
+    _, [e] = _run(
+        tokenizer, sandbox, ["<tool_call>[1]</tool_call>", "The answer is 462."], parse_error_penalty=0.25
+    )
     assert (e.parse_errors, e.passed, e.reward) == (1, True, 0.75)
 
 
@@ -135,5 +137,7 @@ def test_state_persists_within_an_episode_and_siblings_start_from_the_setup(toke
     turns = [_call("python", code="y = base * int(open('n.txt').read())"), _call("python", code="y"),
              "The answer is 462."]  # fmt: skip
     _, episodes = _run(tokenizer, sandbox, turns, task=_task(spec), samples=3)
-    assert [(_tool_messages(e)[1], e.passed) for e in episodes] == [("<tool_response>\nOut: 462\n</tool_response>", True)] * 3
+    assert [(_tool_messages(e)[1], e.passed) for e in episodes] == [
+        ("<tool_response>\nOut: 462\n</tool_response>", True)
+    ] * 3
     assert all(e.session_memory_mb > 0 for e in episodes)

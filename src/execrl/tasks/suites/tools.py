@@ -59,8 +59,8 @@ def _primes(n: int) -> int:
 def _prime_count(r: random.Random) -> Question:
     n = r.randint(2_000, 60_000)
     answer = _primes(n)
-    cell = ("n = %d\ns = bytearray([1]) * n\ns[:2] = b'\\0\\0'\nfor i in range(2, int(n ** 0.5) + 1):\n"
-            "    if s[i]:\n        s[i*i::i] = bytearray(len(range(i*i, n, i)))\nprint(sum(s))") % n  # fmt: skip
+    cell = (f"n = {n}\ns = bytearray([1]) * n\ns[:2] = b'\\0\\0'\nfor i in range(2, int(n ** 0.5) + 1):\n"
+            "    if s[i]:\n        s[i*i::i] = bytearray(len(range(i*i, n, i)))\nprint(sum(s))")  # fmt: skip
     return Question(f"How many prime numbers are smaller than {n}?", answer, answer - 1, cell)
 
 
@@ -111,7 +111,10 @@ def _data_count(r: random.Random) -> Question:
     name, text, rows = _sales(r)
     product, floor = r.choice(PRODUCTS), r.randint(100, 400)
     answer = sum(1 for _, b, c in rows if b == product and c > floor)
-    cell = _read(name) + f"print(sum(1 for x in rows if x['product'] == {product!r} and int(x['amount']) > {floor}))"
+    cell = (
+        _read(name)
+        + f"print(sum(1 for x in rows if x['product'] == {product!r} and int(x['amount']) > {floor}))"
+    )
     return Question(f"The file {name} (columns region, product, amount) is in your working directory. "
                     f"How many rows sell {product} with an amount above {floor}?", answer,
                     sum(1 for _, b, _ in rows if b == product), cell, {name: text})  # fmt: skip
