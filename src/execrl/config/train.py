@@ -53,6 +53,16 @@ class TrainConfig(Section):
             )
         return self
 
+    def _episode_loop_features(self) -> dict[str, bool]:
+        """The loop features the episode recipes (refine RL, tools) do not run: name -> switched on."""
+        alg = self.algorithm
+        return {
+            "algorithm.advantage_estimator=gae (PPO's value head)": alg.learns_values,
+            "algorithm.async_steps > 0": alg.async_steps > 0,
+            "rollout.stream_scoring=true": self.rollout.stream_scoring,
+            "algorithm.dynamic_sampling=true": alg.dynamic_sampling,
+        }
+
     @model_validator(mode="after")
     def _tool_settings_apply(self) -> TrainConfig:
         """Refuse what the tool recipe would ignore or cannot run, in one line each."""
@@ -69,14 +79,10 @@ class TrainConfig(Section):
                 "tools.enabled=true does not run on executor.kind=ray yet (a tool episode must run next to the "
                 "sandbox worker holding its session); use executor.kind=inprocess"
             )
-        alg = self.algorithm
         refused = {
             "refine.max_turns > 1": self.refine.multi_turn,
             "sandbox.urls (sessions need the in-process sandbox)": bool(self.sandbox.urls),
-            "algorithm.advantage_estimator=gae (PPO's value head)": alg.learns_values,
-            "algorithm.async_steps > 0": alg.async_steps > 0,
-            "rollout.stream_scoring=true": self.rollout.stream_scoring,
-            "algorithm.dynamic_sampling=true": alg.dynamic_sampling,
+            **self._episode_loop_features(),
         }
         bad = [what for what, on in refused.items() if on]
         if bad:
@@ -108,14 +114,7 @@ class TrainConfig(Section):
                     "or remove them"
                 )
             return self
-        alg = self.algorithm
-        refused = {
-            "algorithm.advantage_estimator=gae (PPO's value head)": alg.learns_values,
-            "algorithm.async_steps > 0": alg.async_steps > 0,
-            "rollout.stream_scoring=true": self.rollout.stream_scoring,
-            "algorithm.dynamic_sampling=true": alg.dynamic_sampling,
-        }
-        bad = [what for what, on in refused.items() if on]
+        bad = [what for what, on in self._episode_loop_features().items() if on]
         if bad:
             raise ValueError(
                 f"refine.max_turns={refine.max_turns} (multi-turn refine RL) does not run {', '.join(bad)}; "
