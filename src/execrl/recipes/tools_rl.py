@@ -57,7 +57,8 @@ def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool
     telemetry = run_telemetry(run, resuming=resume_dir is not None)
     tools, sampling = tool_config(config), setup.sampling_params(config)
     started = time.monotonic()
-    with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run):
+    held = config.rollout.prompts_per_step * (sampling.samples_per_prompt + 1)  # forks and templates
+    with setup.build_sandbox(config, sessions=held) as sandbox, telemetry, stop_on_signals(run):
         # each step: episodes, advantages, update; then log, alarms, stop reasons, checkpoint (loop.py)
         step_fn = partial(train_step, run, sandbox=sandbox, tools=tools, sampling=sampling)
         last_step = run_steps(run, telemetry, step_fn, started=started, progress=progress)
