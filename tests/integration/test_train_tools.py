@@ -68,5 +68,5 @@ def test_tools_with_ray_is_refused_in_one_line() -> None:
 
     with pytest.raises(ValueError, match="tools.enabled=true does not run on executor.kind=ray"):
         load_config(None, ["tools.enabled=true", "executor.kind=ray"])
-    with pytest.raises(ValueError, match="tools.max_tool_calls: used only with tools.enabled=true"):
+    with pytest.raises(ValueError, match="tools.max_tool_calls=3: used only with tools.enabled=true"):
         load_config(None, ["tools.max_tool_calls=3"])

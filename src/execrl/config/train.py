@@ -68,7 +68,11 @@ class TrainConfig(Section):
         """Refuse what the tool recipe would ignore or cannot run, in one line each."""
         tools = self.tools
         if not tools.enabled:
-            unused = [f"tools.{key}" for key in tools.model_fields_set if key != "enabled"]
+            unused = [
+                f"tools.{key}={getattr(tools, key)!r}"
+                for key, field in ToolsSection.model_fields.items()
+                if key != "enabled" and getattr(tools, key) != field.default
+            ]
             if unused:
                 raise ValueError(
                     f"{', '.join(sorted(unused))}: used only with tools.enabled=true; set it or remove them"
