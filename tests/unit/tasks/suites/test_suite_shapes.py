@@ -11,7 +11,14 @@ from execrl.sandbox.types import CallTest, CodeTest, IOTest
 from execrl.tasks.schema import CodeSpec, MathSpec, StructuredSpec
 from execrl.tasks.suites import BUILTIN_SUITES
 
-TRAIN_MINIMUMS = {"functions": 600, "stdio": 100, "repository": 50, "math": 300, "structured": 100, "tools": 100}
+TRAIN_MINIMUMS = {
+    "functions": 600,
+    "stdio": 100,
+    "repository": 50,
+    "math": 300,
+    "structured": 100,
+    "tools": 100,
+}
 
 
 def test_builtin_suite_names():
