@@ -173,8 +173,10 @@ def spread(tasks: list[Task], count: int) -> list[Task]:
     return [tasks[i * len(tasks) // count] for i in range(count)]
 
 
-def build_sandbox(config: TrainConfig) -> Sandbox | ServiceClient:
-    """The in-process sandbox, or with ``sandbox.urls`` a client spreading requests over those replicas."""
+def build_sandbox(config: TrainConfig, *, sessions: int = 0) -> Sandbox | ServiceClient:
+    """The in-process sandbox, or with ``sandbox.urls`` a client spreading requests over those replicas.
+    ``sessions``: how many sessions a step holds at once (the tool recipe's templates and forks); the
+    sandbox's ``max_sessions`` is raised to it (capped at 1024) instead of keeping its default."""
     from execrl.sandbox import Sandbox, SandboxConfig
 
     section = config.sandbox
@@ -186,6 +188,11 @@ def build_sandbox(config: TrainConfig) -> Sandbox | ServiceClient:
             backoff_max_s=max(2.0, section.retry_backoff_s), defaults=("request_timeout_s",),
         )  # fmt: skip
         return ServiceClient(client)
+    if sessions:
+        kept = tuple(name for name in SANDBOX_DEFAULTS if name != "max_sessions")
+        return Sandbox(
+            build(SandboxConfig, section, defaults=kept, max_sessions=min(1024, max(32, sessions)))
+        )
     return Sandbox(build(SandboxConfig, section, defaults=SANDBOX_DEFAULTS))
 
 

@@ -6,9 +6,9 @@ overrides, one module per group of ``[sections]``, no torch anywhere.
 
 * ``base.py``: ``Section`` (unknown keys refused, frozen, no NaN/inf) and ``ConfigError``;
 * ``run.py`` (``[run]``, ``[model]``, ``[checkpoint]``), ``tasks.py`` (``[tasks]``, ``[scheduler]``),
-  ``algorithm.py`` (``[rollout]``, ``[algorithm]``, ``[optim]``, ``[refine]``), ``scoring.py``
-  (``[reward]``, ``[sandbox]``, ``[audit]``, ``[eval]``), ``infra.py`` (``[executor]``, ``[telemetry]``),
-  ``lora.py`` (``[lora]``);
+  ``algorithm.py`` (``[rollout]``, ``[algorithm]``, ``[optim]``, ``[refine]``), ``tools.py`` (``[tools]``),
+  ``scoring.py`` (``[reward]``, ``[sandbox]``, ``[audit]``, ``[eval]``), ``infra.py`` (``[executor]``,
+  ``[telemetry]``), ``lora.py`` (``[lora]``);
 * ``train.py``: ``TrainConfig`` and the checks across sections;
 * ``load.py``: ``load_config`` / ``validate_config`` (errors name the key and what to set);
 * ``toml.py``: ``to_toml`` (``tomli-w``; the run directory's ``config.toml``, ``--print-config``);

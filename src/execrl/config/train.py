@@ -11,6 +11,7 @@ from execrl.config.lora import LoraSection
 from execrl.config.run import CheckpointSection, ModelSection, RunSection
 from execrl.config.scoring import AuditSection, EvalSection, RewardSection, SandboxSection
 from execrl.config.tasks import SchedulerSection, TaskSection
+from execrl.config.tools import ToolsSection
 
 
 class TrainConfig(Section):
@@ -38,6 +39,7 @@ class TrainConfig(Section):
     scheduler: SchedulerSection = Field(default_factory=SchedulerSection, description="task draws per step")
     refine: RefineSection = Field(default_factory=RefineSection, description="multi-turn refine RL")
     executor: ExecutorSection = Field(default_factory=ExecutorSection, description="in-process or Ray")
+    tools: ToolsSection = Field(default_factory=ToolsSection, description="tool-calling episodes")
 
     @model_validator(mode="after")
     def _ray_staleness_covers_the_loop(self) -> TrainConfig:
@@ -82,6 +84,54 @@ class TrainConfig(Section):
             )
         return self
 
+    def _episode_loop_features(self) -> dict[str, bool]:
+        """The loop features the episode recipes (refine RL, tools) do not run: name -> switched on."""
+        alg = self.algorithm
+        return {
+            "algorithm.advantage_estimator=gae (PPO's value head)": alg.learns_values,
+            "algorithm.async_steps > 0": alg.async_steps > 0,
+            "rollout.stream_scoring=true": self.rollout.stream_scoring,
+            "algorithm.dynamic_sampling=true": alg.dynamic_sampling,
+        }
+
+    @model_validator(mode="after")
+    def _tool_settings_apply(self) -> TrainConfig:
+        """Refuse what the tool recipe would ignore or cannot run, in one line each."""
+        tools = self.tools
+        if not tools.enabled:
+            unused = [
+                f"tools.{key}={getattr(tools, key)!r}"
+                for key, field in ToolsSection.model_fields.items()
+                if key != "enabled" and getattr(tools, key) != field.default
+            ]
+            if unused:
+                raise ValueError(
+                    f"{', '.join(sorted(unused))}: used only with tools.enabled=true; set it or remove them"
+                )
+            return self
+        if self.executor.kind == "ray":
+            raise ValueError(
+                "tools.enabled=true does not run on executor.kind=ray yet (a tool episode must run next to the "
+                "sandbox worker holding its session); use executor.kind=inprocess"
+            )
+        refused = {
+            "refine.max_turns > 1": self.refine.multi_turn,
+            "sandbox.urls (sessions need the in-process sandbox)": bool(self.sandbox.urls),
+            "the length curriculum (rollout.max_new_tokens_stages, length_rise_factor)": bool(
+                self.rollout.max_new_tokens_stages or self.rollout.length_rise_factor > 1
+            ),
+            "DAPO's overlong options (algorithm.overlong_buffer_tokens, overlong_filtering)": bool(
+                self.algorithm.overlong_buffer_tokens or self.algorithm.overlong_filtering
+            ),
+            **self._episode_loop_features(),
+        }
+        bad = [what for what, on in refused.items() if on]
+        if bad:
+            raise ValueError(
+                f"tools.enabled=true (tool-calling episodes) does not run {', '.join(bad)}; turn them off"
+            )
+        return self
+
     @property
     def sequences_per_step(self) -> int:
         return self.rollout.prompts_per_step * self.rollout.samples_per_prompt
@@ -105,14 +155,7 @@ class TrainConfig(Section):
                     "or remove them"
                 )
             return self
-        alg = self.algorithm
-        refused = {
-            "algorithm.advantage_estimator=gae (PPO's value head)": alg.learns_values,
-            "algorithm.async_steps > 0": alg.async_steps > 0,
-            "rollout.stream_scoring=true": self.rollout.stream_scoring,
-            "algorithm.dynamic_sampling=true": alg.dynamic_sampling,
-        }
-        bad = [what for what, on in refused.items() if on]
+        bad = [what for what, on in self._episode_loop_features().items() if on]
         if bad:
             raise ValueError(
                 f"refine.max_turns={refine.max_turns} (multi-turn refine RL) does not run {', '.join(bad)}; "

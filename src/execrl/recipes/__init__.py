@@ -8,7 +8,8 @@ checkpoints, stop reasons). ``execrl train`` picks the recipe by name from the c
 * ``ppo`` (``ppo.py``): ``algorithm.advantage_estimator=gae``, a value head and GAE;
 * ``async`` (``pipeline.py``): ``algorithm.async_steps=1``, step t+1's rollout overlaps step t's update,
   with the decoupled-PPO correction (GRPO's or PPO's advantages);
-* ``refine_rl`` (``refine_rl.py``): ``refine.max_turns > 1``, multi-turn RL on execution feedback.
+* ``refine_rl`` (``refine_rl.py``): ``refine.max_turns > 1``, multi-turn RL on execution feedback;
+* ``tools_rl`` (``tools_rl.py``): ``tools.enabled=true``, tool-calling episodes (``execrl.tools``).
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ RECIPES: dict[str, str] = {  # name -> module with ``train(config, *, resume_dir
     "ppo": "execrl.recipes.ppo",
     "async": "execrl.recipes.pipeline",
     "refine_rl": "execrl.recipes.refine_rl",
+    "tools_rl": "execrl.recipes.tools_rl",
 }
 
 
 def recipe_name(config: TrainConfig) -> str:
     """The recipe a config runs: multi-turn refine RL, the one-step-off loop, PPO, or GRPO (the default)."""
+    if config.tools.enabled:
+        return "tools_rl"
     if config.refine.multi_turn:
         return "refine_rl"
     if config.algorithm.async_steps:

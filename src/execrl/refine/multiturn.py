@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from execrl.refine.feedback import FeedbackFormat, render_feedback
 from execrl.rewards import RewardConfig, Score, score_batch
+from execrl.rollout.prompts import extension_ids, render_chat, turn_content
 from execrl.tasks.schema import Task, prompt_for_chat
 
 if TYPE_CHECKING:
@@ -87,24 +88,16 @@ class Episode:
 
 
 def _render(tokenizer: Any, messages: list[dict[str, str]], *, generation_prompt: bool) -> str:
-    return str(
-        tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
-    )
+    return render_chat(tokenizer, messages, generation_prompt=generation_prompt)
 
 
 def feedback_ids(
     tokenizer: Any, context_ids: Sequence[int], messages: list[dict[str, str]], text: str
 ) -> list[int]:
     """Ids to append to ``context_ids`` (ending with a model turn) for a user message ``text``, such that
-    the result is the template's rendering of ``messages + [user text]`` with the generation prompt."""
-    full = _render(tokenizer, [*messages, {"role": "user", "content": text}], generation_prompt=True)
-    so_far = tokenizer.decode(list(context_ids), skip_special_tokens=False)
-    if not full.startswith(so_far):
-        raise ValueError(
-            "the chat template does not extend the conversation so far (it rewrites earlier turns); "
-            "multi-turn token ids would drift from the template's"
-        )
-    return list(tokenizer(full[len(so_far) :], add_special_tokens=False)["input_ids"])
+    the result is the template's rendering of ``messages + [user text]`` with the generation prompt
+    (``execrl.rollout.prompts.extension_ids``: raises for a template that rewrites earlier turns)."""
+    return extension_ids(tokenizer, context_ids, messages, [{"role": "user", "content": text}])
 
 
 def _start(tokenizer: Any, task: Task, index: int) -> Episode:
@@ -118,19 +111,6 @@ def _start(tokenizer: Any, task: Task, index: int) -> Episode:
 
 def _refinable(task: Task) -> bool:
     return task.domain != "code" or bool(task.visible_tests)
-
-
-def turn_content(tokenizer: Any, ids: Sequence[int]) -> str:
-    """The assistant message of a sampled turn, as the chat template must see it to extend the context.
-
-    Decoded *with* special tokens: a model may emit one mid-turn (``<|endoftext|>``, ``<|im_start|>``),
-    and the engine's text drops it, so a message built from that text renders shorter than the context
-    and :func:`feedback_ids` cannot extend it (a trained tiny model hit this). Only the closing
-    end-of-turn token is left out: the template writes it itself. The reward still scores the engine's
-    text (special tokens removed).
-    """
-    body = list(ids[:-1]) if ids and ids[-1] == tokenizer.eos_token_id else list(ids)
-    return str(tokenizer.decode(body, skip_special_tokens=False))
 
 
 def _generate(
@@ -244,26 +224,9 @@ def episodes_to_train_batch(
     episodes: Sequence[Episode], advantages: torch.Tensor, pad_token_id: int
 ) -> TrainBatch:
     """Left-padded ``[N, S]`` batch; ``response_mask`` is 1 only on the model's sampled tokens."""
-    import torch
+    from execrl.trainer import masked_train_batch
 
-    from execrl.trainer import TrainBatch
-
-    width = max(len(e.token_ids) for e in episodes)
-    n = len(episodes)
-    input_ids = torch.full((n, width), pad_token_id, dtype=torch.long)  # [N, S]
-    attention = torch.zeros((n, width), dtype=torch.long)  # [N, S]
-    response = torch.zeros((n, width), dtype=torch.long)  # [N, S]
-    for row, e in enumerate(episodes):
-        start = width - len(e.token_ids)
-        input_ids[row, start:] = torch.tensor(e.token_ids, dtype=torch.long)
-        attention[row, start:] = 1
-        response[row, start:] = torch.tensor(e.model_mask, dtype=torch.long)
-    valid = torch.tensor([e.valid for e in episodes], dtype=torch.bool)
-    return TrainBatch(
-        input_ids=input_ids,
-        attention_mask=attention,
-        response_mask=response,
-        old_logprobs=None,
-        advantages=advantages.to(torch.float32),
-        valid=valid,
-    )
+    return masked_train_batch(
+        [e.token_ids for e in episodes], [e.model_mask for e in episodes], advantages,
+        valid=[e.valid for e in episodes], pad_token_id=pad_token_id,
+    )  # fmt: skip

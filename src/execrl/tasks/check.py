@@ -7,6 +7,10 @@ checks the reference against the *visible* tests (a visible example the referenc
 correct answers in a refine loop) and against the held-back *audit* tests (an audit test the reference
 fails would call every correct answer a reward hack). Tasks without an audit split are listed in
 ``CheckReport.without_audit``: not a failure, but their completions cannot be audited during training.
+A task with a tool session's ``reference_cells`` (``SessionSpec``) is also checked through the tool:
+``tool_reference_answers`` runs the cells in a fork of the task's session template and the last cell's
+stdout, written as "The answer is X.", must score full reward on the hidden tests (column ``tool``), so
+a tool suite proves its tasks are solvable with the tool it offers.
 A task without a reference or wrong answer is reported as
 ``missing`` for that column, not counted as passing. ``CheckReport.ok`` is what ``execrl tasks check``
 turns into its exit status.
@@ -14,7 +18,7 @@ turns into its exit status.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -48,10 +52,12 @@ class TaskCheck:
     wrong: str  # "ok" = failed the hidden tests (validly, not by a sandbox error)
     visible: str  # "ok" = the reference passed the visible tests ("missing": no visible tests/reference)
     audit: str = "missing"  # "ok" = the reference passed the audit tests ("missing": none, or no reference)
+    tool: str = "missing"  # "ok" = the reference cells' output passed the hidden tests
 
     @property
     def ok(self) -> bool:
-        return all(v in ("ok", "missing") for v in (self.reference, self.wrong, self.visible, self.audit))
+        columns = (self.reference, self.wrong, self.visible, self.audit, self.tool)
+        return all(v in ("ok", "missing") for v in columns)
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,8 @@ class FamilyVerdict:
     visible_total: int
     audit_passed: int = 0
     audit_total: int = 0
+    tool_passed: int = 0
+    tool_total: int = 0
 
     @property
     def ok(self) -> bool:
@@ -74,6 +82,7 @@ class FamilyVerdict:
             and self.wrong_failed == self.wrong_total
             and self.visible_passed == self.visible_total
             and self.audit_passed == self.audit_total
+            and self.tool_passed == self.tool_total
         )
 
 
@@ -111,16 +120,19 @@ def _verdicts(checks: Sequence[TaskCheck]) -> tuple[FamilyVerdict, ...]:
             return sum(v == "ok" for v in present), len(present)
 
         (rp, rt), (wf, wt), (vp, vt) = count("reference"), count("wrong"), count("visible")
-        ap, at = count("audit")
-        out.append(FamilyVerdict(family, len(group), rp, rt, wf, wt, vp, vt, ap, at))
+        (ap, at), (tp, tt) = count("audit"), count("tool")
+        out.append(FamilyVerdict(family, len(group), rp, rt, wf, wt, vp, vt, ap, at, tp, tt))
     return tuple(out)
 
 
-def check_tasks(tasks: Sequence[Task], *, scorer: Scorer) -> CheckReport:
+def check_tasks(
+    tasks: Sequence[Task], *, scorer: Scorer, tool_answers: Mapping[str, str] | None = None
+) -> CheckReport:
     """Score every task's reference (hidden and visible tests) and wrong answer; see the module doc.
 
     ``scorer`` is passed in (``execrl.rewards.check_scorer`` for the real reward path) because the
-    rewards package sits above this one: tasks never import it."""
+    rewards package sits above this one: tasks never import it. ``tool_answers``: task id -> the answer
+    its reference cells produced (``tool_reference_answers``), scored on the hidden tests."""
     score = scorer
     ref_jobs = [(t, t.reference_solution) for t in tasks if t.reference_solution is not None]
     wrong_jobs = [(t, t.wrong_solution) for t in tasks if t.wrong_solution is not None]
@@ -132,6 +144,9 @@ def check_tasks(tasks: Sequence[Task], *, scorer: Scorer) -> CheckReport:
         for t in tasks
         if t.reference_solution is not None and t.audit_tests
     ]
+    by_id = {t.id: t for t in tasks}
+    tool_jobs = [(by_id[task_id], answer) for task_id, answer in (tool_answers or {}).items()]
+    tool = {t.id: s for (t, _), s in zip(tool_jobs, _run(score, tool_jobs, True), strict=True)}
     hidden_scores = _run(score, [*ref_jobs, *wrong_jobs, *audit_jobs], True)
     visible_scores = _run(score, vis_jobs, False)
     ref = {t.id: s for (t, _), s in zip(ref_jobs, hidden_scores[: len(ref_jobs)], strict=True)}
@@ -149,10 +164,35 @@ def check_tasks(tasks: Sequence[Task], *, scorer: Scorer) -> CheckReport:
                 wrong=_should_fail(wrong.get(task.id)),
                 visible=_should_pass(vis.get(task.id)),
                 audit=_should_pass(audit.get(task.id)),
+                tool=_should_pass(tool.get(task.id)),
             )
         )
     without = tuple(t.id for t in tasks if not t.audit_tests)
     return CheckReport(tasks=tuple(checks), families=_verdicts(checks), without_audit=without)
+
+
+def tool_reference_answers(tasks: Sequence[Task], sandbox: Any) -> dict[str, str]:
+    """Task id -> "The answer is <stdout of the last reference cell>." for each task with reference
+    cells, run one after the other in a fork of the task's session template (its files and setup cells).
+    A cell that fails gives an answer that says so (and fails the check)."""
+    answers: dict[str, str] = {}
+    for task in tasks:
+        spec = task.session
+        if spec is None or not spec.reference_cells:
+            continue
+        template = sandbox.open_template(setup=list(spec.setup), runtime=spec.runtime, files=dict(spec.files))
+        try:
+            [session] = template.fork(1)
+            with session:
+                results = [session.run(cell) for cell in spec.reference_cells]
+        finally:
+            template.close()
+        failed = [r for r in results if not r.passed]
+        answers[task.id] = (
+            f"reference cell {failed[0].index} failed: {failed[0].error_type or failed[0].message}"
+            if failed else f"The answer is {results[-1].stdout.strip()}."
+        )  # fmt: skip
+    return answers
 
 
 def _should_pass(score: ScoreLike | None) -> str:

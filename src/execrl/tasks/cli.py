@@ -60,10 +60,15 @@ def _ls(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from execrl.rewards import check_scorer
-    from execrl.tasks.check import check_tasks, report_to_dict
+    from execrl.tasks.check import check_tasks, report_to_dict, tool_reference_answers
 
     tasks = _load(args.suite, args.split, args.limit)
-    report = check_tasks(tasks, scorer=check_scorer)
+    tool_answers = None
+    if any(t.session is not None and t.session.reference_cells for t in tasks):
+        from execrl.sandbox import default_sandbox
+
+        tool_answers = tool_reference_answers(tasks, default_sandbox())
+    report = check_tasks(tasks, scorer=check_scorer, tool_answers=tool_answers)
     if args.json:
         print(json.dumps(report_to_dict(report), indent=2))
         return EXIT_OK if report.ok else EXIT_FAILED
@@ -75,16 +80,18 @@ def _check(args: argparse.Namespace) -> int:
             f"{f.wrong_failed}/{f.wrong_total}",
             f"{f.visible_passed}/{f.visible_total}",
             f"{f.audit_passed}/{f.audit_total}",
+            f"{f.tool_passed}/{f.tool_total}",
             "ok" if f.ok else "FAIL",
         ]
         for f in report.families
     ]
-    header = ["family", "tasks", "reference passed", "wrong failed", "visible passed", "audit passed"]
+    header = ["family", "tasks", "reference passed", "wrong failed", "visible passed", "audit passed",
+              "tool ref passed"]  # fmt: skip
     _print_table([*header, "verdict"], rows)
     for failure in report.failures:
         print(
             f"{failure.task_id}: reference={failure.reference} wrong={failure.wrong} visible={failure.visible}"
-            f" audit={failure.audit}"
+            f" audit={failure.audit} tool={failure.tool}"
         )
     _print_without_audit(report.without_audit)
     print(

@@ -3,7 +3,8 @@
 Arrow needs one type per column, but a task's tests mix three shapes and its spec three more. Scalars stay
 scalar columns (``id``, ``domain``, ``family``, ``difficulty``, ``source``, ``split``, solutions, plain-text
 ``prompt``) so a table can be filtered and inspected in the HF viewer; nested fields are JSON strings
-(``spec``, ``visible_tests``, ``hidden_tests``, ``audit_tests``, ``prompt_messages``). ``from_hf_dataset`` validates
+(``spec``, ``visible_tests``, ``hidden_tests``, ``audit_tests``, ``prompt_messages``, ``session``: ``null``
+for a task without a tool session; a table without the column loads). ``from_hf_dataset`` validates
 every row exactly like ``load_tasks`` (locations are ``<dataset>[row]``).
 """
 
@@ -31,6 +32,7 @@ def _row(task: Task) -> dict[str, Any]:
     meta = data.pop("metadata")
     row: dict[str, Any] = {key: json.dumps(data.get(key, []), ensure_ascii=False) for key in JSON_COLUMNS}
     row.update(
+        session=json.dumps(data.get("session"), ensure_ascii=False),
         id=data["id"],
         domain=data["domain"],
         prompt=prompt if isinstance(prompt, str) else "",
@@ -55,6 +57,7 @@ def to_hf_dataset(tasks: Iterable[Task]) -> datasets.Dataset:
         *JSON_COLUMNS,
         "reference_solution",
         "wrong_solution",
+        "session",
     )
     features = datasets.Features(
         {name: datasets.Value("string") for name in columns}
@@ -74,6 +77,11 @@ def _decode_row(row: Mapping[str, Any], problems: list[tuple[str, str]]) -> dict
             data[key] = json_value(text) if text else []
         except ValueError as exc:
             problems.append((key, str(exc)))
+    if row.get("session"):
+        try:
+            data["session"] = json_value(row["session"])
+        except ValueError as exc:
+            problems.append(("session", str(exc)))
     data["prompt"] = data.pop("prompt_messages", row.get("prompt"))
     data["metadata"] = {key: row.get(key) for key in META_COLUMNS if row.get(key) is not None}
     data["reference_solution"] = row.get("reference_solution")

@@ -71,6 +71,26 @@ VerifierSpec = CodeSpec | MathSpec | StructuredSpec
 
 
 @dataclass(frozen=True)
+class SessionSpec:
+    """Where a tool episode of this task starts (``execrl.tools``; absent: a bare session).
+
+    ``files`` are placed in the session's work directory, ``setup`` cells (the task's own trusted code:
+    imports, loading the data) run once per group in a template that the group's samples fork from, in
+    the Python ``runtime`` (``python`` or ``python-data``); ``tools`` are the tools the task offers.
+    ``reference_cells``: the ``python`` cells of a reference tool-using solution; ``execrl tasks check``
+    runs them in a fork of the task's template and scores their output as an answer, so a suite proves
+    that the tool really solves its tasks. Nothing here is shown to the judge: the final answer is scored
+    on the hidden tests in a fresh jail.
+    """
+
+    tools: tuple[str, ...] = ("python",)
+    setup: tuple[str, ...] = ()
+    files: Mapping[str, str] = field(default_factory=dict)
+    runtime: str = "python"
+    reference_cells: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class TaskMetadata:
     family: str
     difficulty: int = 1  # 1 (easiest) .. 5
@@ -90,6 +110,7 @@ class Task:
     reference_solution: str | None = None  # a model-style answer that must score full reward
     wrong_solution: str | None = None  # a plausible wrong answer that must not
     audit_tests: tuple[TestCase, ...] = ()  # held back from reward and prompt; see the module docstring
+    session: SessionSpec | None = None  # the tool session of a tool episode (``execrl.tools``)
 
 
 def audit_view(task: Task) -> Task:

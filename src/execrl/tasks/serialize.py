@@ -12,10 +12,13 @@ One task is one JSON object (one JSONL line)::
                        {"type": "call", "name": "t1", "entry_point": "f", "args": [1], "expected": 2},
                        {"type": "io", "name": "t2", "stdin": "1\\n", "expected_stdout": "2\\n"}],
      "hidden_tests": [...], "reference_solution": "```python ...```", "wrong_solution": "...",
-     "audit_tests": [...]}
+     "audit_tests": [...],
+     "session": {"tools": ["python"], "setup": ["import json"], "files": {"data.csv": "..."},
+                 "runtime": "python", "reference_cells": ["print(...)"]}}
 
-``audit_tests`` (held back from reward and prompt, see ``execrl.rewards.audit``) is optional and only
-written when a task has some, so files of tasks without an audit split are unchanged.
+``audit_tests`` (held back from reward and prompt, see ``execrl.rewards.audit``) and ``session`` (the tool
+session of a tool episode, ``execrl.tools``) are optional and only written when a task has them, so files
+of tasks without them are unchanged.
 
 Parsing never stops at the first problem: it collects ``(field, message)`` pairs for the whole row so a
 user fixes a file in one pass. Unknown keys are errors (a typo such as ``hiden_tests`` would otherwise
@@ -41,6 +44,7 @@ from execrl.tasks.schema import (
     CodeSpec,
     MathSpec,
     Role,
+    SessionSpec,
     Split,
     StructuredSpec,
     Task,
@@ -249,6 +253,48 @@ def _parse_metadata(value: Any, problems: list[Problem]) -> TaskMetadata | None:
     return meta if len(problems) == before else None
 
 
+def _strings(row: FieldReader, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    items = row.get(key, "list", default=list(default)) or []
+    bad = [i for i, item in enumerate(items) if not isinstance(item, str)]
+    for i in bad:
+        row.problems.append((f"{row.where(key)}[{i}]", f"expected str, got {_type_name(items[i])}"))
+    return tuple(items) if not bad else default
+
+
+def _parse_session(value: Any, problems: list[Problem]) -> SessionSpec | None:
+    row = _object(value, "session", problems)
+    if row is None:
+        return None
+    row.no_unknown(tuple(f.name for f in fields(SessionSpec)))
+    before = len(problems)
+    files = row.get("files", "object", default={}) or {}
+    for path, text in files.items():
+        if not isinstance(text, str):
+            problems.append((f"session.files.{path}", f"expected str, got {_type_name(text)}"))
+    spec = SessionSpec(
+        tools=_strings(row, "tools", SessionSpec.tools),
+        setup=_strings(row, "setup", ()),
+        files=dict(files),
+        runtime=row.get("runtime", "str", default="python"),
+        reference_cells=_strings(row, "reference_cells", ()),
+    )
+    return spec if len(problems) == before else None
+
+
+def _session_problems(spec: SessionSpec) -> list[Problem]:
+    from execrl.sandbox.types import work_path_problems
+
+    problems: list[Problem] = []
+    if not spec.tools or any(not name.strip() for name in spec.tools):
+        problems.append(("session.tools", "must list at least one tool name, none empty"))
+    if len(set(spec.tools)) != len(spec.tools):
+        problems.append(("session.tools", f"lists a tool twice: {list(spec.tools)}"))
+    problems += [(f"session.{name}", why) for name, why in work_path_problems(list(spec.files), None)]
+    if spec.runtime not in ("python", "python-data"):
+        problems.append(("session.runtime", f"must be 'python' or 'python-data', got {spec.runtime!r}"))
+    return problems
+
+
 def parse_task(data: Any) -> tuple[Task | None, list[Problem]]:
     """Build a ``Task`` from a JSON value; returns ``(task or None, every problem found)``."""
     problems: list[Problem] = []
@@ -270,9 +316,10 @@ def parse_task(data: Any) -> tuple[Task | None, list[Problem]]:
     reference = row.get("reference_solution", "str", default=None, nullable=True)
     wrong = row.get("wrong_solution", "str", default=None, nullable=True)
     audit = _parse_tests(row, "audit_tests")
+    session = _parse_session(data["session"], problems) if data.get("session") is not None else None
     if problems:
         return None, problems
-    task = Task(task_id, domain, prompt, spec, meta, visible, hidden, reference, wrong, audit)  # type: ignore[arg-type]
+    task = Task(task_id, domain, prompt, spec, meta, visible, hidden, reference, wrong, audit, session)  # type: ignore[arg-type]
     return task, task_problems(task)
 
 
@@ -329,6 +376,8 @@ def task_problems(task: Task) -> list[Problem]:
             problems.append(
                 (f"audit_tests[{i}]", "repeats a visible or hidden test; audit tests must be held back")
             )
+    if task.session is not None:
+        problems += _session_problems(task.session)
     return problems + _test_problems(task)
 
 
@@ -376,6 +425,7 @@ def task_to_dict(task: Task) -> dict[str, Any]:
         "reference_solution": task.reference_solution,
         "wrong_solution": task.wrong_solution,
         **({"audit_tests": [_test_to_dict(t) for t in task.audit_tests]} if task.audit_tests else {}),
+        **({"session": _plain(asdict(task.session))} if task.session is not None else {}),
     }
 
 

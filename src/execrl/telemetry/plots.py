@@ -57,6 +57,14 @@ PANELS: tuple[Panel, ...] = (
     Panel("Sandbox", r"^sandbox/", optional=True),
     Panel("Multi-turn: rates", r"^refine/.*_rate$", optional=True, unit_range=True),
     Panel("Multi-turn: turns per episode", r"^refine/turns_mean$", optional=True),
+    Panel(
+        "Tools: rates",
+        r"^tools/(parse_error_rate|time_share|episodes_with_calls|stop_answer)$",
+        optional=True,
+        unit_range=True,
+    ),
+    Panel("Tools: calls per episode", r"^tools/calls_per_episode$", optional=True),
+    Panel("Tools: session memory (MB)", r"^tools/session_memory_mb_max$", optional=True),
 )
 
 

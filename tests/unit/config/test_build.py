@@ -62,6 +62,7 @@ def test_a_default_is_kept_only_where_there_is_one() -> None:
         [],
         ['sandbox.urls=["http://127.0.0.1:9"]', "algorithm.advantage_estimator=gae", "refine.max_turns=1"],
         ["refine.max_turns=3", "refine.feedback=names", "scheduler.mode=static"],
+        ["tools.enabled=true", "tools.max_tool_calls=3", 'tools.default_tools=["python", "run_tests"]'],
     ],
 )
 def test_every_internal_config_of_a_run_has_a_source_for_every_field(overrides: list[str]) -> None:
@@ -85,6 +86,11 @@ def test_every_internal_config_of_a_run_has_a_source_for_every_field(overrides: 
     assert run_eval_config(config).max_new_tokens == config.rollout.eval_max_new_tokens
     if config.refine.multi_turn:
         assert multi_turn_config(config).feedback == config.refine.feedback
+    if config.tools.enabled:
+        from execrl.recipes.tools_rl import tool_config
+
+        tools = tool_config(config)
+        assert (tools.max_tool_calls, tools.default_tools) == (3, ("python", "run_tests"))
     section = config.executor
     policy = build(RetryPolicy, section, backoff_s=section.retry_backoff_s, backoff_max_s=5.0)
     assert policy.max_attempts == section.max_attempts

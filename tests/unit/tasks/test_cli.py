@@ -83,6 +83,8 @@ def test_check_imported_file_through_the_real_reward_path(
         "visible_total": 1,
         "audit_passed": 0,
         "audit_total": 0,
+        "tool_passed": 0,  # no reference cells: the tool column is empty
+        "tool_total": 0,
         "ok": True,
     }
     # the fixture's task has too few tests to hold some back for an audit: the check says so

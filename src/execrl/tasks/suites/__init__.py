@@ -15,6 +15,7 @@ always gives the same tasks and ids, and the two splits of one seed never share 
 | functions-js | 10    | 2    | 12 ``functions`` problems in JavaScript (call tests)           |
 | functions-java | 10  | 2    | the same in Java (call tests)                                  |
 | functions-cpp | 10   | 2    | the same in C++17 (a generated ``main``, stdin/stdout tests)   |
+| tools        | 120   | 24   | exact computations and CSV questions for a python tool session |
 
 (counts for seed 0; other seeds hold out different instances, so they shift by a few.)
 """
@@ -24,7 +25,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from execrl.tasks.schema import Task
-from execrl.tasks.suites import functions, math_word, multipl, repository, repository_long, stdio, structured
+from execrl.tasks.suites import (
+    functions,
+    math_word,
+    multipl,
+    repository,
+    repository_long,
+    stdio,
+    structured,
+    tools,
+)
 
 SuiteBuilder = Callable[[str, int], list[Task]]
 
@@ -38,6 +48,7 @@ BUILTIN_SUITES: dict[str, SuiteBuilder] = {
     "functions-js": multipl.build_js,
     "functions-java": multipl.build_java,
     "functions-cpp": multipl.build_cpp,
+    "tools": tools.build,
 }
 
 __all__ = ["BUILTIN_SUITES", "SuiteBuilder"]

@@ -16,6 +16,7 @@ const PANELS = [
   { id: "throughput", title: "Throughput", match: /^perf\/.*per_s$/ },
   { id: "length", title: "Response length", match: /^rollout\/.*length/, optional: true },
   { id: "sandbox", title: "Sandbox", match: /^sandbox\//, optional: true },
+  { id: "tools", title: "Tool calls", match: /^tools\/(calls_per_episode|parse_error_rate|time_share|truncated_outputs)$/, optional: true },
 ];
 const TILES = [
   { label: "Reward", keys: ["reward/mean"] },

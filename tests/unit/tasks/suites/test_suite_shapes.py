@@ -11,13 +11,20 @@ from execrl.sandbox.types import CallTest, CodeTest, IOTest
 from execrl.tasks.schema import CodeSpec, MathSpec, StructuredSpec
 from execrl.tasks.suites import BUILTIN_SUITES
 
-TRAIN_MINIMUMS = {"functions": 600, "stdio": 100, "repository": 50, "math": 300, "structured": 100}
+TRAIN_MINIMUMS = {
+    "functions": 600,
+    "stdio": 100,
+    "repository": 50,
+    "math": 300,
+    "structured": 100,
+    "tools": 100,
+}
 
 
 def test_builtin_suite_names():
     assert sorted(BUILTIN_SUITES) == [
         "functions", "functions-cpp", "functions-java", "functions-js", "math", "repository", "repository-long",
-        "stdio", "structured",
+        "stdio", "structured", "tools",
     ]  # fmt: skip
 
 
