@@ -13,7 +13,7 @@ would have done after that call succeeded is missed. From the trace the script k
 applies, ``harness.main``): a worker is a process cloned with ``CLONE_NEWPID``; its language is the
 ``"name"`` in the job it reads (``runner.build_job`` puts ``"language"`` first); every process it starts
 inherits that language. It prints, per language, the syscalls seen and how they compare with
-``execrl.sandbox.syscalls``: ``missing`` (traced, not allowed: add them after review) and ``unused``
+``execrl.sandbox.zygote.syscalls``: ``missing`` (traced, not allowed: add them after review) and ``unused``
 (allowed, never traced: fine when the comment there says why).
 
 A new language: register it, run its test programs under this script, review the ``missing`` list by
@@ -33,7 +33,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-from execrl.sandbox import syscalls
+from execrl.sandbox.zygote import syscalls
 
 _LINE = re.compile(r"^(\d+) +(?:<\.\.\. (\w+) resumed>|(\w+)\()")
 _RETURN = re.compile(r"= (\d+)(?: /\* (\d+) in strace's PID NS \*/)?\s*$")

@@ -1,4 +1,4 @@
-"""Warm starts (``sandbox/warm.py``): a program run by a pre-started Bash sees what a cold start sees, and
+"""Warm starts (``sandbox/zygote/warm.py``): a program run by a pre-started Bash sees what a cold start sees, and
 the pool hands each job only to a worker committed to its shape.
 
 A warm run is recognisable from inside by one documented difference: ``/proc/self/environ`` (the
@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from execrl.sandbox import ExecutionRequest, IOTest, Limits, Sandbox, SandboxConfig, Verdict
-from execrl.sandbox.seccomp import POLICIES
-from execrl.sandbox.warm import NO_HINT
+from execrl.sandbox.zygote.seccomp import POLICIES
+from execrl.sandbox.zygote.warm import NO_HINT
 
 WITNESS = "tr '\\0' '\\n' < /proc/$$/environ | grep -c '^BASH_ENV=' || true\n"
 

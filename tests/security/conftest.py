@@ -10,7 +10,7 @@ import pytest
 from security_helpers import assert_no_survivors
 
 from execrl.sandbox import Sandbox, SandboxConfig
-from execrl.sandbox.seccomp import POLICIES
+from execrl.sandbox.zygote.seccomp import POLICIES
 
 
 @pytest.fixture(scope="module", params=POLICIES)

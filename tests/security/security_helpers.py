@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 from execrl.sandbox import ExecutionRequest, Limits, Sandbox
-from execrl.sandbox.pool import UIDS_PER_POOL, WorkerPool
+from execrl.sandbox.host.pool import WorkerPool
+from execrl.sandbox.host.uids import UIDS_PER_POOL
 
 # Prepended to a program: ``probe(label, fn)`` prints "label OK" or "label <errno name>".
 PROBE = """
@@ -61,7 +62,7 @@ def _ppid(pid: int) -> int | None:
 
 
 def parked_pids(pool: WorkerPool) -> set[int]:
-    """Pid 1 of every parked worker, and its parked runtime (a warm start, ``sandbox/warm.py``): a child
+    """Pid 1 of every parked worker, and its parked runtime (a warm start, ``sandbox/zygote/warm.py``): a child
     of that pid 1, in that worker's cgroup slot."""
     deadline = time.monotonic() + 10
     while True:

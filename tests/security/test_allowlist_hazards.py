@@ -9,7 +9,7 @@ import pytest
 from security_helpers import py
 
 from execrl.sandbox import Sandbox, SandboxConfig, Verdict
-from execrl.sandbox.seccomp import DENIED_SYSCALLS
+from execrl.sandbox.zygote.seccomp import DENIED_SYSCALLS
 
 SYSCALL = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n"
 # name -> (x86_64 number, arguments as Python source) of calls that succeed when nothing refuses them.

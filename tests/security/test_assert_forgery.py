@@ -3,7 +3,7 @@
 Guards against: a wrong program written against the harness that writes the harness's ``ok`` record
 itself (or returns an object whose ``__eq__`` always says yes) and was judged ``passed`` on an
 assert-style test, the form of HumanEval, MBPP and the repository suite. The recognised asserts are now
-probes judged by the parent (``execrl.sandbox.asserts``), whose expected values never enter the sandbox.
+probes judged by the parent (``execrl.sandbox.judge.asserts``), whose expected values never enter the sandbox.
 """
 
 from __future__ import annotations

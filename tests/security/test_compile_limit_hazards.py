@@ -4,7 +4,7 @@ Guards against issue 23's leftover: ``execrl sandbox run --timeout-s 1`` on a C+
 ``#include "/dev/stdout"`` makes the compiler read its own output pipe took ~33 s (the compile limit,
 30 s in CPU and wall time, ignored the request's wall limit; a blocked compiler uses no CPU), and the
 CLI had no ``--compile-timeout-s``. Now a compile whose process tree gains no CPU time for the run's
-``timeout_s`` is stopped (``sandbox/stall.py``), while a compile that works longer than ``timeout_s``
+``timeout_s`` is stopped (``sandbox/zygote/stall.py``), while a compile that works longer than ``timeout_s``
 still finishes, and the CLI sets the compile limit.
 """
 

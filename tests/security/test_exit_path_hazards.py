@@ -21,7 +21,7 @@ import pytest
 from security_helpers import py
 
 from execrl.sandbox import CallTest, CodeTest, ExecutionRequest, IOTest, Sandbox, Verdict
-from execrl.sandbox.fusion import parse_run_code, run_code_response
+from execrl.sandbox.service.fusion import parse_run_code, run_code_response
 
 FORGED_EXIT = "import os; e = os._exit; os._exit = lambda c: e(0); assert 1 == 2\n"
 ANTIHACK = "import os\nimport sys\nexit = None\nos._exit = None\nsys.exit = None\n"  # SandboxFusion's header

@@ -1,6 +1,6 @@
 """Reward-hacking hazards (#20): early exits, patched builtins, printed results, forged records.
 
-The guarantee under test (``execrl.sandbox.harness``): a test passes only if the trusted harness got a
+The guarantee under test (``execrl.sandbox.zygote.harness``): a test passes only if the trusted harness got a
 matching record and the parent judged it; values are judged against expected values that never enter
 the sandbox.
 """

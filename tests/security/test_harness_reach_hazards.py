@@ -16,7 +16,7 @@ import pytest
 from security_helpers import assert_no_survivors, py
 
 from execrl.sandbox import CallTest, CodeTest, Sandbox, Verdict
-from execrl.sandbox.pool import WorkerPool
+from execrl.sandbox.host.pool import WorkerPool
 
 # Each lowers a limit of the harness (pid 1) the harness needs for the next test, then the first test
 # dies, so the harness must open pipes and fork again.

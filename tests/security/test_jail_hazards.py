@@ -11,8 +11,8 @@ import pytest
 from security_helpers import PROBE, assert_no_survivors, py
 
 from execrl.sandbox import ExecutionRequest, Limits, Sandbox, Verdict
-from execrl.sandbox.fusion import parse_run_code
-from execrl.sandbox.pool import SRC_DIR
+from execrl.sandbox.host.pool import SRC_DIR
+from execrl.sandbox.service.fusion import parse_run_code
 
 
 def _cpp(program: str, **limits: float) -> ExecutionRequest:

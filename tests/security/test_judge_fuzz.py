@@ -19,20 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from execrl.sandbox import (
-    CallTest,
-    CodeTest,
-    ExecutionRequest,
-    IOTest,
-    Limits,
-    Sandbox,
-    Verdict,
-    records,
-    testgroups,
-)
-from execrl.sandbox.runner import RunState
-from execrl.sandbox.serialize import request_to_dict, result_to_dict
-from execrl.sandbox.verdicts import assemble
+from execrl.sandbox import CallTest, CodeTest, ExecutionRequest, IOTest, Limits, Sandbox, Verdict
+from execrl.sandbox.host.runner import RunState
+from execrl.sandbox.judge.verdicts import assemble
+from execrl.sandbox.service.serialize import request_to_dict, result_to_dict
+from execrl.sandbox.zygote import records, testgroups
 
 pytestmark = pytest.mark.slow
 COUNTS: dict[str, int] = {}
@@ -180,7 +171,7 @@ bodies = st.one_of(json_values.map(_dumps), st.binary(max_size=60), deep.map(str
 def _client(sandbox: Sandbox) -> tuple[asyncio.AbstractEventLoop, Any]:
     from aiohttp.test_utils import TestClient, TestServer
 
-    from execrl.sandbox.service import create_app
+    from execrl.sandbox.service.server import create_app
 
     loop = asyncio.new_event_loop()
     client = TestClient(TestServer(create_app(sandbox)), loop=loop)

@@ -1,4 +1,4 @@
-"""Programs the harness starts with ``posix_spawn`` (``sandbox/spawn.py``) get exactly what fork +
+"""Programs the harness starts with ``posix_spawn`` (``sandbox/zygote/spawn.py``) get exactly what fork +
 ``child.exec_program`` gave them: the same descriptors (never the harness's result pipe), their own
 session, default signal dispositions, an empty signal mask and the job's rlimits, soft = hard where the
 prelude set them so. Also when a compile step keeps fork + exec (its CPU limit below the run's)."""

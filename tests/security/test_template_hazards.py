@@ -23,7 +23,7 @@ from collections.abc import Iterator
 import pytest
 
 from execrl.sandbox import CellResult, Sandbox, Session, SessionLimits, SessionTemplate
-from execrl.sandbox.cgroups import CgroupSlot
+from execrl.sandbox.host.cgroups import CgroupSlot
 
 LIMITS = SessionLimits(cell_timeout_s=10, memory_mb=128, max_processes=16)
 
@@ -236,7 +236,9 @@ def test_setup_cannot_become_root_on_the_host(template: SessionTemplate) -> None
     with open(f"/proc/{pid}/status") as fh:
         status = dict(line.rstrip("\n").split(":\t", 1) for line in fh if ":\t" in line)
     assert "0" not in status["Uid"].split(), status["Uid"]
-    from execrl.sandbox.sessions import userns  # here: this file also runs against main, to compare
+    from execrl.sandbox.zygote import (
+        session_userns as userns,  # here: this file also runs against main, to compare
+    )
 
     assert int(status["CapPrm"], 16) & ~userns.KEPT_CAPABILITIES == 0 and int(status["CapBnd"], 16) == 0
     assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2"

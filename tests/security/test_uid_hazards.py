@@ -18,11 +18,11 @@ import sys
 
 import pytest
 
-from execrl.sandbox.pool import UIDS_PER_POOL
+from execrl.sandbox.host.uids import UIDS_PER_POOL
 
 REPORT = (
     "import os, sys\n"
-    "from execrl.sandbox.pool import uid_block_base\n"
+    "from execrl.sandbox.host.uids import uid_block_base\n"
     "print(os.getpid(), uid_block_base(8), flush=True)\n"
     "sys.stdin.read()\n"  # stay alive (and keep the namespace) until the test has read both
 )

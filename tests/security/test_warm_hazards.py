@@ -1,5 +1,5 @@
 """The hostile Bash program of ``test_language_hazards.py``, each mode as the first (warm) run of its own
-request (``sandbox/warm.py``): a runtime pre-started before the job is inside the same jail, filter and
+request (``sandbox/zygote/warm.py``): a runtime pre-started before the job is inside the same jail, filter and
 limits. Escapes are denied, the memory bomb is the cgroup's OOM kill, the fork bomb is stopped, and
 nothing survives; ``warm_starts`` proves the second request of each mode started warm."""
 
@@ -14,11 +14,11 @@ from hostile_programs import PROGRAMS
 from security_helpers import assert_no_survivors, host_file_absent
 
 from execrl.sandbox import ExecutionRequest, IOTest, Limits, Sandbox, SandboxConfig, Verdict
+from execrl.sandbox.host.runner import Driver, build_job
+from execrl.sandbox.judge.verdicts import assemble
 from execrl.sandbox.languages import get_language
-from execrl.sandbox.runner import Driver, build_job
-from execrl.sandbox.seccomp import POLICIES
-from execrl.sandbox.verdicts import assemble
-from execrl.sandbox.warm import NO_HINT
+from execrl.sandbox.zygote.seccomp import POLICIES
+from execrl.sandbox.zygote.warm import NO_HINT
 
 DENIED = "write denied\nshadow denied\nsecret denied\nnet denied\n"
 LIMITS = Limits(memory_mb=128, max_processes=32, timeout_s=10.0, cpu_time_s=5.0)

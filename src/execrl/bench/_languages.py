@@ -11,7 +11,7 @@ time, so load changes hit both alike; after each isolated run the bench waits (u
 has built its next worker and cleaned up the last (``Sandbox.wait_settled``), else that background work
 would run during, and be charged to, the plain run (measured: plain compiles 1.5-2x slower without it).
 The isolated time is therefore the latency of one request with a worker ready, as the pool serves
-requests that do not arrive back to back; for Bash, ready includes its warm start (``sandbox/warm.py``:
+requests that do not arrive back to back; for Bash, ready includes its warm start (``sandbox/zygote/warm.py``:
 the next worker has ``bash`` started and parked before it reports ready, as it would between requests
 that do not arrive back to back). Throughput with every worker busy is not measured here: see the note
 in ``warm.py``. Per program: p50 of each side and ``ratio = isolated p50 / plain
@@ -93,9 +93,9 @@ def overall(languages: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def plain_job(name: str, program: str) -> PlainJob:
     """(argvs, files, env) of the sandbox's job for ``program``, to run without isolation: the compile
     argv if any, then the run argv (``python3 main.py`` for Python, which the sandbox runs in-process)."""
-    from execrl.sandbox.jail import ENV
     from execrl.sandbox.languages import get_language
     from execrl.sandbox.types import Limits
+    from execrl.sandbox.zygote.jail import ENV
 
     language = get_language(name)
     spec = language.job_spec(language.default_path, language.limits_for(Limits()))
@@ -180,7 +180,7 @@ def measure_language(sandbox: Any, name: str, rounds: int) -> dict[str, Any]:
 def measure_go_net_http(sandbox: Any, rounds: int) -> dict[str, Any]:
     """``GO_NET_HTTP``, sandbox vs plain, with the warm cache (now) and with a fresh per-execution cache on
     both sides (before ``gocache.py``), in one run."""
-    from execrl.sandbox import gocache
+    from execrl.sandbox.host import gocache
 
     program, expected = GO_NET_HTTP
     warm = measure_program(sandbox, "go", program, expected, rounds)

@@ -1,4 +1,4 @@
-"""``execrl bench sandbox --warm-start``: what warm starts (``sandbox/warm.py``) cost and give when the
+"""``execrl bench sandbox --warm-start``: what warm starts (``sandbox/zygote/warm.py``) cost and give when the
 pool is busy, against the same sandbox with ``warm_start=False``, interleaved round by round.
 
 ``--languages`` measures one request at a time with a worker ready, where a warm start saves Bash's

@@ -1,7 +1,7 @@
 """Assert-style tests: how many the parent judges (unforgeable), and whether judging them so changed them.
 
 Issue 9 (class 3): a ``CodeTest`` runs its asserts inside the candidate's process, so a program written
-against the harness can report them passed. ``execrl.sandbox.asserts`` turns the common assert shapes into
+against the harness can report them passed. ``execrl.sandbox.judge.asserts`` turns the common assert shapes into
 probes judged by the parent. This benchmark counts, per test source, the tests in each form:
 
 * ``judged``: every assert is a probe; nothing the test checks is decided inside the sandbox;
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from execrl.bench._report import write_report
-from execrl.sandbox import asserts
+from execrl.sandbox.judge import asserts
 from execrl.sandbox.types import CallTest, CodeTest, IOTest
 
 GOAL_HUMANEVAL_JUDGED = 0.95

@@ -95,7 +95,7 @@ def _no_preload_rows(runs: int) -> dict[str, Any]:
 
 
 def _subprocess_rows(runs: int) -> dict[str, Any]:
-    from execrl.sandbox.pool import base_python
+    from execrl.sandbox.host.pool import base_python
     from execrl.sandbox.runtimes import get_runtime
 
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(get_runtime("python-data").packages_dir)}

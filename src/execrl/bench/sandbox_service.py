@@ -88,7 +88,7 @@ def _timed(runner: Any, requests: list[ExecutionRequest]) -> tuple[list[Executio
 
 def _measure(args: argparse.Namespace, requests: list[ExecutionRequest]) -> dict[str, Any]:
     from execrl.sandbox import Sandbox, SandboxConfig
-    from execrl.sandbox.client import ClientConfig, ServiceClient
+    from execrl.sandbox.service.client import ClientConfig, ServiceClient
 
     best: dict[str, float] = {}
     verdicts: dict[str, list[str]] = {}

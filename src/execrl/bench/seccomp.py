@@ -20,7 +20,7 @@ from typing import Any
 
 from execrl.bench._report import write_report
 from execrl.sandbox import ExecutionRequest, IOTest, Sandbox, SandboxConfig
-from execrl.sandbox.seccomp import POLICIES
+from execrl.sandbox.zygote.seccomp import POLICIES
 
 CPP_HELLO = '#include <cstdio>\nint main() { std::puts("hello"); }\n'
 

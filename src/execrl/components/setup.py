@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from execrl.rollout.types import SamplingParams
     from execrl.sandbox import Sandbox
-    from execrl.sandbox.client import ServiceClient
+    from execrl.sandbox.service.client import ServiceClient
     from execrl.trainer import LoraSettings, TrainerConfig
 
 EMBEDDED_MODEL_NAMES = frozenset({"smollm2-135m-instruct", "default"})
@@ -181,7 +181,7 @@ def build_sandbox(config: TrainConfig, *, sessions: int = 0) -> Sandbox | Servic
 
     section = config.sandbox
     if section.urls:
-        from execrl.sandbox.client import ClientConfig, ServiceClient
+        from execrl.sandbox.service.client import ClientConfig, ServiceClient
 
         client = build(
             ClientConfig, section, backoff_s=section.retry_backoff_s,

@@ -43,7 +43,7 @@ class SandboxSection(Section):
 
     @model_validator(mode="after")
     def _urls_well_formed(self) -> SandboxSection:
-        from execrl.sandbox.client import check_url  # no torch; aiohttp is a core dependency
+        from execrl.sandbox.service.client import check_url  # no torch; aiohttp is a core dependency
 
         for url in self.urls:
             check_url(url)

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from execrl.sandbox import Sandbox
-    from execrl.sandbox.client import ServiceClient
+    from execrl.sandbox.service.client import ServiceClient
 
 log = logging.getLogger("execrl.train")
 

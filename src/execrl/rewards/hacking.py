@@ -1,6 +1,6 @@
 """Counters of suspicious behaviour: cheap static checks on each completion plus flags the sandbox raised.
 
-Why: the sandbox already makes most hacks *fail* (see ``execrl.sandbox.harness``: forged records, early
+Why: the sandbox already makes most hacks *fail* (see ``execrl.sandbox.zygote.harness``: forged records, early
 exits and printed results cannot pass a ``CallTest``/``IOTest``), but a policy that keeps trying them is
 learning to attack the judge rather than to solve the task, and a hack the judge misses shows up nowhere
 else. Each flag is counted per step (``hack/<flag>_rate``) and has an alarm rule. Flags:

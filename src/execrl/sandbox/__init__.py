@@ -4,6 +4,36 @@
     with Sandbox(SandboxConfig(workers=2)) as sandbox:
         result = sandbox.run(ExecutionRequest(language="python", program="print(1)"))
 
+Map (each sub-package's docstring says more; the layers are checked by ``lint-imports``, pyproject.toml)::
+
+    execrl.sandbox
+    ├── api.py        Sandbox: the public entry point (sync and async, batches); validates requests
+    ├── types.py      ExecutionRequest, Limits, CallTest/CodeTest/IOTest, ExecutionResult, Verdict
+    ├── languages.py  the language registry; langs/ holds C, C++, Go, Rust, Java, JS, TS, Bash
+    ├── runtimes.py   Python runtimes: python (standard library), python-data (numpy, pandas, ...)
+    ├── backends.py   how strictly a sandbox isolates: namespace (default), unisolated
+    ├── cli.py        execrl sandbox run | serve | languages
+    ├── service/      HTTP: /v1/execute, SandboxFusion's /run_code, /v1/sessions, /run_jupyter; a client
+    ├── sessions/     persistent interpreters: Session, SessionTemplate and its forks, their judge
+    ├── host/         the parent's engine: the pool of parked workers, driving one run, cgroups
+    ├── judge/        in the parent: records plus the kernel's view -> verdicts; assert probes
+    └── zygote/       stdlib only: the fork server, the jail, seccomp, the harness H, the candidate C
+
+One request, end to end (``Sandbox.run(ExecutionRequest(...))``):
+
+1. ``api`` validates the request (language, runtime, limits, files) and picks its runtime's pool.
+2. ``host.runner.build_job`` makes the job the sandbox sees: tests by position, never their names or
+   expected values (assert tests become probes, ``judge.asserts``).
+3. ``host.pool`` hands the job to a parked worker: a fork of the zygote (``zygote.server``) that already
+   isolated itself (``zygote.jail``, ``zygote.seccomp``) inside a cgroup slot, maybe warm (``zygote.warm``).
+4. In the jail, pid 1 is the harness ``H`` (``zygote.harness``): it writes the files, compiles, runs the
+   tests in candidate processes ``C`` (``zygote.testgroups``, ``zygote.child``, ``zygote.spawn``) and
+   reports bounded JSON records on a pipe only it holds.
+5. ``host.runner`` reads the records under the wall-clock watchdog; the slot's cgroup gives memory, CPU
+   and the OOM counter.
+6. ``judge.verdicts`` compares what came back with the expected values the parent kept, and writes the
+   ``ExecutionResult``; the worker's slot is emptied by a janitor and the pool refills in the background.
+
 Threat model. The strict ``namespace`` backend runs untrusted programs (LLM samples) as an unprivileged,
 capability-less uid in fresh pid/mount/ipc/uts/cgroup namespaces plus an empty network namespace of its
 own slot, with a private tmpfs root, a read-only view of the system (``/usr``, the Python prefix), no
@@ -62,7 +92,7 @@ trained against it would learn:
   includes one of the compiler's own descriptors blocks it) is stopped then (``stall.py``); either is
   a ``compile_error``.
 * Uids across sandboxes: each pool's slots run under a block of uids chosen from its pid namespace,
-  pid and pool number (``pool.uid_block_base``), so pools in two containers, each pid 1 of its own,
+  pid and pool number (``host.uids.uid_block_base``), so pools in two containers, each pid 1 of its own,
   do not share uids (RLIMIT_NPROC and signals count by uid across the kernel); ``EXECRL_SANDBOX_UIDS``
   sets the range (``deploy/k8s/README.md``).
 * What a request feeds its programs never becomes a ``sandbox_error``: strings of the job (stdin,

@@ -18,15 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from execrl.sandbox import syscalls
 from execrl.sandbox.backends import get_backend
-from execrl.sandbox.cgroups import detect_version
 from execrl.sandbox.errors import InvalidRequestError, SandboxFailure, UnsupportedHostError
+from execrl.sandbox.host.cgroups import detect_version
+from execrl.sandbox.host.pool import WorkerPool
+from execrl.sandbox.host.runner import Driver, RunState, build_job, encode_job, job_fields
+from execrl.sandbox.judge.verdicts import Judge, assemble, sandbox_error_result
 from execrl.sandbox.languages import get_language, list_languages
-from execrl.sandbox.pool import WorkerPool
-from execrl.sandbox.runner import Driver, RunState, build_job, encode_job, job_fields
 from execrl.sandbox.runtimes import DEFAULT_RUNTIME, Runtime, resolve_runtime
-from execrl.sandbox.seccomp import POLICIES as SECCOMP_POLICIES
 from execrl.sandbox.sessions.api import Session
 from execrl.sandbox.sessions.manager import SessionManager
 from execrl.sandbox.sessions.template import SessionTemplate
@@ -41,7 +40,8 @@ from execrl.sandbox.types import (
     check_tolerances,
     work_path_problems,
 )
-from execrl.sandbox.verdicts import Judge, assemble, sandbox_error_result
+from execrl.sandbox.zygote import syscalls
+from execrl.sandbox.zygote.seccomp import POLICIES as SECCOMP_POLICIES
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from execrl.registry import Registry
-from execrl.sandbox import linux
 from execrl.sandbox.errors import InvalidRequestError, UnsupportedHostError
+from execrl.sandbox.zygote import linux
 
 
 @dataclass(frozen=True)

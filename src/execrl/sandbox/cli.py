@@ -138,7 +138,10 @@ def load_tests(path: Path) -> tuple[TestCase, ...]:
     is_array = path.suffix.lower() == ".json" or text.lstrip().startswith("[")
     if is_array and not text.lstrip().startswith("["):
         raise InvalidTestsFileError(f"{path}:1: a .json tests file must be a JSON array of test objects")
-    from execrl.sandbox.serialize import RequestFieldError, case_from_dict  # pydantic: only when needed
+    from execrl.sandbox.service.serialize import (  # pydantic: only when needed
+        RequestFieldError,
+        case_from_dict,
+    )
 
     tests: list[TestCase] = []
     for line, item in _json_array_items(text, path) if is_array else _jsonl_items(text, path):
@@ -233,7 +236,7 @@ def _run_handler(args: argparse.Namespace) -> int:
         print(f"execrl sandbox run: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     if args.json:
-        from execrl.sandbox.serialize import result_to_dict
+        from execrl.sandbox.service.serialize import result_to_dict
 
         print(json.dumps(result_to_dict(result), indent=2))
     else:
@@ -244,7 +247,7 @@ def _run_handler(args: argparse.Namespace) -> int:
 
 
 def _serve_handler(args: argparse.Namespace) -> int:
-    from execrl.sandbox.service import ServiceConfig, serve
+    from execrl.sandbox.service.server import ServiceConfig, serve
 
     try:
         config = ServiceConfig(
@@ -275,7 +278,7 @@ def _serve_handler(args: argparse.Namespace) -> int:
 
 
 def _sessions_config(args: argparse.Namespace) -> Any:
-    from execrl.sandbox.sessions.http import SessionServiceConfig
+    from execrl.sandbox.service.sessions import SessionServiceConfig
 
     return SessionServiceConfig(
         max_sessions=args.session_max_sessions,
@@ -287,7 +290,7 @@ def _sessions_config(args: argparse.Namespace) -> Any:
 
 
 def _add_session_options(serve: argparse.ArgumentParser) -> None:
-    """The caps of ``/v1/sessions`` and ``/run_jupyter`` (``sandbox/sessions/http.py``)."""
+    """The caps of ``/v1/sessions`` and ``/run_jupyter`` (``sandbox/service/sessions.py``)."""
     serve.add_argument(
         "--session-max-sessions", type=int, default=32, help="sessions open at once (429 above)"
     )
@@ -334,28 +337,8 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.set_defaults(func=_run_handler)
 
 
-def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    serve = sub.add_parser(
-        "serve",
-        help="serve the sandbox over HTTP (execrl API + SandboxFusion /run_code)",
-        description="HTTP service: POST /v1/execute, /v1/execute_batch, /run_code and /run_jupyter "
-        "(SandboxFusion), /v1/sessions (sessions), GET /v1/ping.",
-    )
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
-    serve.add_argument("--workers", type=int, default=None, help="sandbox workers (default: the sandbox's)")
-    serve.add_argument(
-        "--default-memory-mb", type=int, default=1024, help="memory limit for /run_code's memory_limit_MB=-1"
-    )
-    serve.add_argument(
-        "--max-body-mb", type=int, default=64, help="largest request body accepted (413 above)"
-    )
-    serve.add_argument(
-        "--max-output-bytes",
-        type=int,
-        default=4 << 20,
-        help="cap on limits.max_output_bytes, per stream (422 above)",
-    )
+def _add_caps(serve: argparse.ArgumentParser) -> None:
+    """The per-request caps of ``execrl sandbox serve`` (each answered 422/413 naming the field)."""
     serve.add_argument("--max-tests", type=int, default=1024, help="cap on tests per execution (422 above)")
     serve.add_argument(
         "--run-code-python-runtime",
@@ -393,6 +376,31 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="browser origin (https://host[:port]) allowed to call the API; repeatable. POSTs with any "
         "other Origin header answer 403 (default: none)",
     )
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="serve the sandbox over HTTP (execrl API + SandboxFusion /run_code)",
+        description="HTTP service: POST /v1/execute, /v1/execute_batch, /run_code and /run_jupyter "
+        "(SandboxFusion), /v1/sessions (sessions), GET /v1/ping.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    serve.add_argument("--workers", type=int, default=None, help="sandbox workers (default: the sandbox's)")
+    serve.add_argument(
+        "--default-memory-mb", type=int, default=1024, help="memory limit for /run_code's memory_limit_MB=-1"
+    )
+    serve.add_argument(
+        "--max-body-mb", type=int, default=64, help="largest request body accepted (413 above)"
+    )
+    serve.add_argument(
+        "--max-output-bytes",
+        type=int,
+        default=4 << 20,
+        help="cap on limits.max_output_bytes, per stream (422 above)",
+    )
+    _add_caps(serve)
     _add_session_options(serve)
     serve.set_defaults(func=_serve_handler)
 

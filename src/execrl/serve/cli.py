@@ -146,6 +146,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     x.set_defaults(func=_export)
 
+    _add_serve(subparsers)
+
+
+def _add_serve(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     s = subparsers.add_parser("serve", help="OpenAI-compatible HTTP server (/v1/chat/completions)")
     s.add_argument(
         "--model", required=True, help="'smollm2-135m-instruct', HF dir, run dir, checkpoint or adapter dir"

@@ -4,7 +4,7 @@ Endpoints: ``POST /v1/chat/completions`` (``n``, ``temperature``, ``top_p``, ``m
 ``seed``, ``stream``; usage counts), ``GET /v1/models``, ``GET /health``. Concurrent requests are batched
 into one generation (:mod:`execrl.serve.batcher`). The official ``openai`` Python client is the test client.
 
-One request's path: the body is read under the sandbox service's edge rules (``sandbox/http_edge.py``:
+One request's path: the body is read under the sandbox service's edge rules (``sandbox/service/http_edge.py``:
 Origin and Content-Type, Content-Length before reading, UTF-8, depth, integer length, surrogates), the
 fields validated (``api.py``), then the server's caps (``ServeConfig``: ``n``, ``max_tokens``, prompt
 tokens, queued tokens), each refusal an OpenAI-shaped 4xx naming ``param``. The messages are measured
@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from execrl.rollout.types import SamplingParams
-from execrl.sandbox.http_edge import BodyRefused, read_json_body
-from execrl.sandbox.serialize import FieldProblem, RequestFieldError
+from execrl.sandbox.service.http_edge import BodyRefused, read_json_body
+from execrl.sandbox.service.serialize import FieldProblem, RequestFieldError
 from execrl.serve.api import MAX_N, ChatRequest, RequestError, error_body, parse_chat_request
 from execrl.serve.background import RUNNER_OPTIONS, RunnerOptions
 from execrl.serve.batcher import (

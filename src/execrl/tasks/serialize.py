@@ -22,7 +22,7 @@ of tasks without them are unchanged.
 
 Parsing never stops at the first problem: it collects ``(field, message)`` pairs for the whole row so a
 user fixes a file in one pass. Unknown keys are errors (a typo such as ``hiden_tests`` would otherwise
-silently drop every hidden test). Tests are parsed by ``execrl.sandbox.serialize.build_case``, the same
+silently drop every hidden test). Tests are parsed by ``execrl.sandbox.service.serialize.build_case``, the same
 schema as sandbox requests (one parser: the two used to disagree on whether ``name`` is required); a test's
 ``name`` may be omitted and defaults to ``test_<index>``. JSON has no tuples, so ``CallTest.args`` comes back as a tuple and
 ``expected`` as a list; the sandbox compares lists and tuples as equal.
@@ -129,7 +129,7 @@ def _parse_test(value: Any, path: str, index: int, problems: list[Problem]) -> T
     """
     from pydantic import ValidationError  # lazy: importing pydantic costs ~0.2 s of `import execrl.tasks`
 
-    from execrl.sandbox.serialize import build_case, find_unencodable
+    from execrl.sandbox.service.serialize import build_case, find_unencodable
 
     bad = find_unencodable(value, path)
     if bad is not None:
@@ -154,7 +154,7 @@ _PYDANTIC_KINDS = {
 
 def _worded(err: dict[str, Any], value: Any, path: str) -> Problem:
     """A pydantic error on one test as a task-file problem (``missing``, ``expected str, got int``...)."""
-    from execrl.sandbox.serialize import CASE_MODELS
+    from execrl.sandbox.service.serialize import CASE_MODELS
 
     kind, got, loc = err["type"], err.get("input"), err["loc"]
     if kind == "model_attributes_type":

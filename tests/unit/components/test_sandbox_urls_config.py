@@ -6,7 +6,7 @@ import pytest
 
 from execrl.components.setup import build_sandbox
 from execrl.config import ConfigError, load_config
-from execrl.sandbox.client import ServiceClient
+from execrl.sandbox.service.client import ServiceClient
 
 
 def test_urls_build_a_client_with_the_configured_retry_policy() -> None:

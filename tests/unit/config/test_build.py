@@ -98,7 +98,7 @@ def test_every_internal_config_of_a_run_has_a_source_for_every_field(overrides: 
 
 def test_the_sandbox_client_and_scheduler_are_built_by_name() -> None:
     from execrl.recipes.loop import task_scheduler
-    from execrl.sandbox.client import ClientConfig
+    from execrl.sandbox.service.client import ClientConfig
 
     config = load_config(None, ['sandbox.urls=["http://127.0.0.1:9"]', "sandbox.max_attempts=7"])
     client = build(

@@ -18,8 +18,8 @@ from execrl.sandbox import (
     Sandbox,
     SandboxConfig,
     Verdict,
-    runner,
 )
+from execrl.sandbox.host import runner
 from execrl.sandbox.types import TRUNCATION_MARKER
 
 ADD = "def add(a, b):\n    return a + b\n"

@@ -1,4 +1,4 @@
-"""Assert rewriting (``execrl.sandbox.asserts``): which shapes become probes, and how probes are judged.
+"""Assert rewriting (``execrl.sandbox.judge.asserts``): which shapes become probes, and how probes are judged.
 
 Guards against issue 9's class 3 (assert tests forged from inside the sandbox) and against the rewrite
 changing what a test means (Python's ``==``, tuple vs list, tolerances, ``assert not``).
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from execrl.sandbox import asserts
-from execrl.sandbox.child import encode_value
+from execrl.sandbox.judge import asserts
+from execrl.sandbox.zygote.child import encode_value
 
 
 def test_common_shapes_become_probes_without_their_expected_values() -> None:

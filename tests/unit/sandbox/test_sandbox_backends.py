@@ -22,7 +22,7 @@ from execrl.sandbox import (
 )
 from execrl.sandbox import api as sandbox_api
 from execrl.sandbox.backends import get_backend
-from execrl.sandbox.cgroups import CgroupPool, _own_path
+from execrl.sandbox.host.cgroups import CgroupPool, _own_path
 
 
 def test_registries_list_and_reject_duplicates() -> None:

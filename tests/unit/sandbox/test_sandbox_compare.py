@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from execrl.sandbox.compare import outputs_equal, values_equal
+from execrl.sandbox.judge.compare import outputs_equal, values_equal
 from execrl.sandbox.types import TRUNCATION_MARKER, truncate
 
 

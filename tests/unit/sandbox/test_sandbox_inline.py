@@ -7,7 +7,7 @@ several tests keep the forked child, so a death in one test does not take the ne
 from __future__ import annotations
 
 from execrl.sandbox import CallTest, CodeTest, ExecutionRequest, IOTest, Limits, Sandbox, Verdict
-from execrl.sandbox.testgroups import GroupState, runs_inline
+from execrl.sandbox.zygote.testgroups import GroupState, runs_inline
 
 LIMITS = Limits(timeout_s=10.0, cpu_time_s=2.0, memory_mb=128, max_processes=16)
 

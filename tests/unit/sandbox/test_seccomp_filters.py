@@ -8,9 +8,10 @@ import struct
 
 import pytest
 
-from execrl.sandbox import SandboxConfig, api, seccomp, syscalls
+from execrl.sandbox import SandboxConfig, api
 from execrl.sandbox.errors import InvalidRequestError
 from execrl.sandbox.languages import list_languages
+from execrl.sandbox.zygote import seccomp, syscalls
 
 ALLOW = seccomp.SECCOMP_RET_ALLOW
 EPERM = seccomp.SECCOMP_RET_ERRNO | errno.EPERM

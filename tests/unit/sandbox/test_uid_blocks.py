@@ -1,10 +1,10 @@
-"""The uid block choice (``pool.uid_block``, ``pool.uid_range``): hand-checkable properties."""
+"""The uid block choice (``uids.uid_block``, ``uids.uid_range``): hand-checkable properties."""
 
 from __future__ import annotations
 
 import pytest
 
-from execrl.sandbox.pool import UID_BLOCKS, UIDS_PER_POOL, uid_block, uid_range
+from execrl.sandbox.host.uids import UID_BLOCKS, UIDS_PER_POOL, uid_block, uid_range
 
 
 def test_pid_1_of_nearby_namespaces_never_share_a_block() -> None:

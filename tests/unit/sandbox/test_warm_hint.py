@@ -1,4 +1,4 @@
-"""The pure parts of warm starts (``sandbox/warm.py``): which jobs have a shape, the hint line on the job
+"""The pure parts of warm starts (``sandbox/zygote/warm.py``): which jobs have a shape, the hint line on the job
 pipe, and how the parent shares parked workers between shapes."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import os
 import pytest
 
 from execrl.sandbox import CallTest, ExecutionRequest, IOTest, Limits
+from execrl.sandbox.host.runner import job_fields
 from execrl.sandbox.languages import get_language
-from execrl.sandbox.runner import job_fields
-from execrl.sandbox.warm import NO_HINT, WarmChooser, encode_hint, hint, read_hint
+from execrl.sandbox.zygote.warm import NO_HINT, WarmChooser, encode_hint, hint, read_hint
 
 
 def _job(language: str = "bash", program: str = "echo hi\n", **kwargs: object) -> dict[str, object]:

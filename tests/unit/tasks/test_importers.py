@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from execrl.sandbox import asserts
+from execrl.sandbox.judge import asserts
 from execrl.sandbox.types import CodeTest, IOTest
 from execrl.tasks import (
     TaskSourceError,

@@ -181,7 +181,7 @@ def test_task_without_audit_tests_writes_no_audit_key() -> None:
 
 def test_test_name_defaults_to_its_index_as_in_sandbox_requests() -> None:
     """Regression: task files required a test ``name`` while sandbox requests defaulted it (two parsers)."""
-    from execrl.sandbox.serialize import case_from_dict
+    from execrl.sandbox.service.serialize import case_from_dict
 
     data = task_to_dict(_tasks()[1])
     raw = {"type": "io", "stdin": "3\n", "expected_stdout": "3\n"}

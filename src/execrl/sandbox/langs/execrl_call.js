@@ -5,7 +5,7 @@
 // calls each test's function and writes one JSON record per line to fd 3: {"kind": "loaded"} or
 // {"kind": "program_error", ...}, then {"i": k, "status": "value" | "error" | "unserializable" |
 // "too_large", ...}. Records carry returned values only: expected values never enter the sandbox, and
-// the sandbox's harness validates every line (execrl/sandbox/harness.py, GroupState).
+// the sandbox's harness validates every line (execrl/sandbox/zygote/harness.py, GroupState).
 const fs = require('fs');
 const vm = require('vm');
 const writeSync = fs.writeSync;  // taken before the program runs, as child._Records does in Python

@@ -28,7 +28,7 @@ could use.
 
 from __future__ import annotations
 
-from execrl.sandbox import gocache
+from execrl.sandbox.host import gocache
 from execrl.sandbox.languages import BUILD_DIR, Language, register_language
 
 BINARY = f"{BUILD_DIR}/main"

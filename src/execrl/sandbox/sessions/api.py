@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from execrl.sandbox.pool import WorkerPool
+from execrl.sandbox.host.pool import WorkerPool
 from execrl.sandbox.sessions import driver
 from execrl.sandbox.sessions.judge import ended_answer, judge_cell, refused_cell
 from execrl.sandbox.sessions.types import (

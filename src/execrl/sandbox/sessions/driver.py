@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from execrl.sandbox import records
-from execrl.sandbox.cgroups import CgroupSlot, CgroupStats
 from execrl.sandbox.errors import SandboxFailure
-from execrl.sandbox.pool import Worker
+from execrl.sandbox.host.cgroups import CgroupSlot, CgroupStats
+from execrl.sandbox.host.workers import Worker
+from execrl.sandbox.zygote import records
 
 INTERRUPT_GRACE_S = 1.0  # a cell interrupted for a limit has this long to answer, then the session dies
 CPU_POLL_S = 0.02

@@ -13,8 +13,8 @@ from typing import Any
 
 from execrl.sandbox.sessions.driver import Outcome
 from execrl.sandbox.sessions.types import CellResult
-from execrl.sandbox.sessions.worker import SIGNAL_EXIT_BASE
 from execrl.sandbox.types import Verdict
+from execrl.sandbox.zygote.session_worker import SIGNAL_EXIT_BASE
 
 __all__ = ["ended_answer", "judge_cell", "refused_cell"]
 

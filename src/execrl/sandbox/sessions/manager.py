@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from execrl.sandbox.errors import InvalidRequestError, SandboxFailure, UnsupportedHostError
-from execrl.sandbox.pool import Worker, WorkerPool
+from execrl.sandbox.host.pool import WorkerPool
+from execrl.sandbox.host.workers import Worker
 from execrl.sandbox.runtimes import DEFAULT_RUNTIME, resolve_runtime
 from execrl.sandbox.sessions import driver
 from execrl.sandbox.sessions.api import Session, _SessionBase, encode_files

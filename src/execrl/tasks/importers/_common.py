@@ -51,7 +51,7 @@ def call_test(
     so tuples compare equal to lists. ``wrapped_ok`` accepts ``[result] == expected``, APPS's convention
     for call-based outputs. The expected value is written as a Python literal in an ``assert ... ==``
     (or ``in`` for ``wrapped_ok``) so that the sandbox rewrites it into a probe judged by the parent
-    (``execrl.sandbox.asserts``; issue 9): it never enters the sandbox. Values with no Python literal
+    (``execrl.sandbox.judge.asserts``; issue 9): it never enters the sandbox. Values with no Python literal
     (``Infinity``, ``NaN``) keep the older form, compared inside the sandbox.
     """
     got = f"_json.loads(_json.dumps({candidate}(*_args)))"

@@ -143,7 +143,7 @@ def code_test(name: str, files: Mapping[str, str]) -> CodeTest:
     and helpers, the function, and one call of it.
 
     Inlined rather than imported from the work directory so that the sandbox's assert rewriting
-    (``execrl.sandbox.asserts``) sees the asserts: they are judged by the parent, and a candidate cannot
+    (``execrl.sandbox.judge.asserts``) sees the asserts: they are judged by the parent, and a candidate cannot
     forge them (issue 9). The module's other test functions are left out (they are tests of their own).
     """
     path, function = name.split("::")
