@@ -39,7 +39,7 @@ COPY src ./src
 # --no-deps: the package's full dependency list (torch, transformers, ...) is for training, not serving.
 RUN pip install --no-cache-dir --no-deps . \
     && pip install --no-cache-dir "aiohttp>=3.9" "pydantic>=2.6" \
-    && python -c "import execrl.sandbox.service, execrl.cli"
+    && python -c "import execrl.sandbox.service.server, execrl.cli"
 
 COPY deploy/sandbox-entrypoint.sh /usr/local/bin/sandbox-entrypoint
 RUN chmod 0755 /usr/local/bin/sandbox-entrypoint

@@ -62,5 +62,5 @@ install_python_data .venv/bin/python
 if [ "${1:-}" = "--system" ] && [ "$(id -u)" = 0 ] && [ -x /usr/bin/go ]; then
   # Go's warm read-only build cache of the standard library, for the jail's exact Go environment
   # (execrl.sandbox.host.gocache; otherwise the first Go job builds it, once).
-  .venv/bin/python -c "import sys; from execrl.sandbox import gocache; sys.exit(gocache.main())"
+  .venv/bin/python -c "import sys; from execrl.sandbox.host import gocache; sys.exit(gocache.main())"
 fi
