@@ -8,4 +8,6 @@ bash scripts/setup.sh --system
 .venv/bin/ruff check src tests
 .venv/bin/mypy
 .venv/bin/lint-imports  # the layers and the torch/ray contracts in pyproject.toml
-.venv/bin/python -m pytest -q "$@"
+# Both cores: the suite is CPU-bound on one (user+sys ~ wall); files stay whole per worker (module-scoped
+# sandboxes and models). A plain `pytest` without -n runs it in one process, for a debugger.
+.venv/bin/python -m pytest -q -n 2 --dist loadfile "$@"
