@@ -35,6 +35,7 @@ import linecache
 import os
 import signal
 import sys
+import time
 import traceback
 
 from execrl.sandbox.zygote import child, jail, workfiles
@@ -90,16 +91,24 @@ def _on_sigint(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
 
-def _reap_killed_children() -> None:
+def _reap_killed_children(wait_s: float = 2.0) -> None:
     """After an interrupt the session's pid 1 has killed every process but this one: reap those that
-    were this process's own children (their zombies would count against the process limit)."""
+    were this process's own children (their zombies would count against the process limit).
+
+    Waits (at most ``wait_s``) for the killed ones that have not exited yet: a SIGKILLed process still has
+    to be scheduled to exit, and on a loaded machine returning at the first ``WNOHANG`` miss left live
+    children and then zombies holding the cgroup's pids, so the next cell's ``subprocess.run`` failed with
+    ``BlockingIOError`` (``test_one_forks_bombs_leave_its_sibling_working``, seen in full-suite runs)."""
+    deadline = time.monotonic() + wait_s
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
-            return
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.001)
 
 
 def install_interrupt_handler() -> None:
