@@ -67,7 +67,9 @@ def test_run_code_timeout_matches_sandbox_fusion(server: str) -> None:
     run = body["run_result"]
     assert status == 200 and body["status"] == "Failed"
     assert (run["status"], run["return_code"], run["stdout"]) == ("TimeLimitExceeded", None, "start\n")
-    assert 1.0 <= run["execution_time"] < 10
+    # the run alone (issue 28): the watchdog fires 1 s after the program started, which the harness times from a
+    # moment later, so a timed-out run may report a hair under 1 s (0.9988 s seen in a full suite run)
+    assert 0.9 <= run["execution_time"] < 10
 
 
 def test_verl_client_payload(server: str) -> None:
