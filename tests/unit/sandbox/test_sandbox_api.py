@@ -219,7 +219,8 @@ def test_dead_worker_gives_sandbox_error(sandbox: Sandbox, monkeypatch: pytest.M
         real_loop(self, start, judge)
 
     monkeypatch.setattr(runner.Driver, "_loop", die_then_loop)
-    result = sandbox.run(py(ADD, CodeTest("t", "assert add(1, 1) == 2")))
+    # the test sleeps so the kill lands first (a job this short finished and passed before it, in a loaded run)
+    result = sandbox.run(py(ADD, CodeTest("t", "import time\ntime.sleep(1)\nassert add(1, 1) == 2")))
     assert result.verdict is Verdict.SANDBOX_ERROR and result.is_sandbox_error
     assert result.sandbox_error and "died" in result.sandbox_error
     monkeypatch.undo()
