@@ -70,3 +70,34 @@ def test_tools_with_ray_is_refused_in_one_line() -> None:
         load_config(None, ["tools.enabled=true", "executor.kind=ray"])
     with pytest.raises(ValueError, match="tools.max_tool_calls=3: used only with tools.enabled=true"):
         load_config(None, ["tools.max_tool_calls=3"])
+
+
+@pytest.mark.slow
+def test_tool_recipe_evaluates_base_and_trained_on_held_out_tasks(
+    tiny_model_dir: Path, tools_file: Path, tmp_path: Path
+) -> None:
+    """``eval.enabled``: the tool episodes of the held-out split before and after training, paired, in
+    ``eval/tools_*.json`` and the report (4 tasks x 3 samples: more sessions than a step holds, so the
+    eval runs in chunks sized to the sandbox's session cap)."""
+    import json
+
+    held_out = tmp_path / "held_out.jsonl"
+    save_tasks(load_suite("tools", "test")[:4], str(held_out))
+    out = tmp_path / "run"
+    args = [a for a in _args(tiny_model_dir, tools_file, out) if not a.startswith(("eval.", "run.total_steps"))]
+    args += ["eval.enabled=true", f'tasks.eval_suites=["{held_out}"]', "eval.samples_per_task=3",
+             "run.total_steps=1"]  # fmt: skip
+    done = subprocess.run([*EXECRL, "train", "--no-progress", *args], env=_env(), capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_dir = _run_dir(out)
+    base = json.loads((run_dir / "eval" / "tools_base.json").read_text())
+    trained = json.loads((run_dir / "eval" / "tools_trained.json").read_text())
+    (suite,) = base["suites"]
+    assert base["suites"][suite]["task_ids"] == trained["suites"][suite]["task_ids"]
+    assert len(base["suites"][suite]["task_ids"]) == 4
+    for metric in ("hidden_pass_rate", "reward", "tool_calls", "called_a_tool"):
+        assert len(trained["suites"][suite][metric]) == 4, metric
+    comparison = json.loads((run_dir / "eval" / "tools_comparison.json").read_text())
+    assert set(comparison[suite]["delta"]) == {"hidden_pass_rate", "reward", "tool_calls", "called_a_tool"}
+    assert "tool_calls" in (run_dir / "report.md").read_text()

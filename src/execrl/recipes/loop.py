@@ -327,6 +327,17 @@ def run_steps(
     return last_step
 
 
+def step_timings(t0: float, t1: float, t2: float, *, model_tokens: int) -> dict[str, float]:
+    """The episode recipes' step timings from ``perf_counter`` stamps: start, after rollout and reward, after
+    the update; ``model_tokens`` the tokens the model sampled in the step."""
+    return {
+        "perf/rollout_and_reward_s": t1 - t0,
+        "perf/update_s": t2 - t1,
+        "perf/step_s": t2 - t0,
+        "perf/step_tokens_per_s": model_tokens / (t2 - t0),
+    }
+
+
 def final_eval_due(run: Run) -> bool:
     """A wall-time stop still evaluates (the budget was spent training); a signal or an alarm does not."""
     return run.config.eval.enabled and (run.stop is None or run.stop.reason is StopReason.WALL_TIME)

@@ -15,7 +15,7 @@ optimizer, scheduler, checkpoints with the scheduler state, ``RunTelemetry`` (me
 alarms that may stop the run, ``execrl monitor``), SIGINT/SIGTERM handling, the wall-time budget, and
 ``--resume`` from the newest checkpoint (rollout seeds are a hash of (run seed, step), so a resumed run
 samples exactly what the uninterrupted one would have). The held-out evaluation of the base and trained
-models and the report are in ``recipes/refine_eval.py``.
+models and the report are in ``recipes/episode_eval.py``.
 
 Limits: no DAPO dynamic sampling, no PPO value head, no async or streamed rollouts (the config refuses
 them with ``refine.max_turns > 1``); no reward audit (``recipes/audit.py`` re-runs single-turn
@@ -36,6 +36,7 @@ import torch
 
 from execrl.components import setup
 from execrl.config import TrainConfig, build
+from execrl.recipes.episode_eval import EpisodeEval, evaluate_episodes_once, finish_episode_report
 from execrl.recipes.loop import (
     Run,
     TrainOutcome,
@@ -43,10 +44,10 @@ from execrl.recipes.loop import (
     run_steps,
     run_telemetry,
     setup_run,
+    step_timings,
     stop_on_signals,
     trained_engine,
 )
-from execrl.recipes.refine_eval import evaluate_refine_once, finish_refine_report
 from execrl.refine.multiturn import Episode, MultiTurnConfig, episodes_to_train_batch, rollout_episodes
 from execrl.rewards.batch import SyncRunner
 from execrl.rollout.types import SamplingParams
@@ -70,17 +71,17 @@ def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool
     multi, sampling = multi_turn_config(config), setup.sampling_params(config)
     started = time.monotonic()
     with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run):
-        evaluate = partial(evaluate_refine_once, run.run_dir, engine=run.engine, tokenizer=run.tokenizer,
-                           sandbox=sandbox, config=config, multi=multi, sampling=sampling)  # fmt: skip
+        spec = refine_eval_spec(run, sandbox, multi)
+        evaluate = partial(evaluate_episodes_once, run.run_dir, spec=spec, config=config, sampling=sampling)
         if config.eval.enabled:
-            evaluate("refine_base")  # skipped on resume when eval/refine_base.json exists
+            evaluate("base", engine=run.engine)  # skipped on resume when eval/refine_base.json exists
         # each step: episodes, advantages, update; then log, alarms, stop reasons, checkpoint (loop.py)
         step_fn = partial(train_step, run, sandbox=sandbox, multi=multi, sampling=sampling)
         last_step = run_steps(run, telemetry, step_fn, started=started, progress=progress)
         write_domain_report(run.run_dir)  # domains.md + plots/domain_weights.png
         if final_eval_due(run):  # not after a signal or an alarm stop
-            evaluate("refine_trained", engine=trained_engine(run))  # with LoRA: the merged model
-            finish_refine_report(run.run_dir, config)
+            evaluate("trained", engine=trained_engine(run))  # with LoRA: the merged model
+            finish_episode_report(run.run_dir, config, spec.prefix)
     return TrainOutcome(run_dir=run.run_dir, last_step=last_step, stopped_early=run.stop)
 
 
@@ -120,11 +121,21 @@ def train_step(
     # ---- metrics: rewards, multi-turn behaviour, per-domain, timings ------------------------------------
     metrics.update(episode_metrics(episodes))
     metrics.update(domain_metrics([(run.tasks.domain_of(o.task_id), o) for o in outcomes], weights))
-    metrics["perf/rollout_and_reward_s"] = t1 - t0
-    metrics["perf/update_s"] = t2 - t1
-    metrics["perf/step_s"] = t2 - t0
-    metrics["perf/step_tokens_per_s"] = sum(sum(e.model_mask) for e in episodes) / (t2 - t0)
+    metrics.update(step_timings(t0, t1, t2, model_tokens=sum(sum(e.model_mask) for e in episodes)))
     return metrics
+
+
+def refine_eval_spec(run: Run, sandbox: SyncRunner, multi: MultiTurnConfig) -> EpisodeEval:
+    """The held-out evaluation of this recipe: its own episodes, scored as in training."""
+    return EpisodeEval(
+        prefix="refine",
+        rollout=partial(rollout_episodes, tokenizer=run.tokenizer, runner=sandbox, config=multi),
+        metrics={
+            "hidden_pass_rate": lambda e: float(e.passed),
+            "reward": lambda e: e.reward,  # the training reward: hidden-test reward minus penalties
+            "turns_mean": lambda e: float(e.turns),
+        },
+    )
 
 
 def multi_turn_config(config: TrainConfig) -> MultiTurnConfig:

@@ -16,9 +16,14 @@ Everything around the step is the main loop's (``recipes/loop.py``): run directo
 telemetry, alarms, signals, the wall-time budget and ``--resume`` (rollout seeds are a hash of (run seed,
 step), sessions are opened afresh each step, so a resumed run samples what the uninterrupted one would).
 
+Held-out evaluation (``eval.enabled``, on ``tasks.eval_suites``' test splits): before the first update and
+after the last, the policy runs the same tool episodes (``eval.samples_per_task`` per task at
+``eval.temperature``, paired seeds) and ``report.md`` shows base vs trained with paired intervals on the
+hidden pass rate, the reward, tool calls per episode and the share of episodes that called a tool
+(``recipes/episode_eval.py``; files ``eval/tools_{base,trained,comparison}.json``).
+
 Limits: no DAPO dynamic sampling, no PPO value head, no async or streamed rollouts, no Ray executor, no
-``sandbox.urls`` (the config refuses each); no reward audit and no held-out base/trained evaluation in
-this recipe yet (a warning says so).
+``sandbox.urls`` (the config refuses each); no reward audit in this recipe yet (a warning says so).
 """
 
 from __future__ import annotations
@@ -33,7 +38,18 @@ import torch
 
 from execrl.components import setup
 from execrl.config import TrainConfig, build
-from execrl.recipes.loop import Run, TrainOutcome, run_steps, run_telemetry, setup_run, stop_on_signals
+from execrl.recipes.episode_eval import EpisodeEval, evaluate_episodes_once, finish_episode_report
+from execrl.recipes.loop import (
+    Run,
+    TrainOutcome,
+    final_eval_due,
+    run_steps,
+    run_telemetry,
+    setup_run,
+    step_timings,
+    stop_on_signals,
+    trained_engine,
+)
 from execrl.rewards.batch import SyncRunner
 from execrl.rollout.types import SamplingParams
 from execrl.scheduler import domain_metrics, outcomes_from_scores
@@ -49,20 +65,27 @@ log = logging.getLogger("execrl.tools_rl")
 
 def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool = True) -> TrainOutcome:
     # ---- setup: the main loop's run (model, optimizer, scheduler, engine; restored on resume) -----------
-    for on, what in ((config.audit.enabled, "audit.enabled: no reward audit"),
-                     (config.eval.enabled, "eval.enabled: no held-out base/trained evaluation")):  # fmt: skip
-        if on:
-            log.warning("%s in the tool recipe yet (metrics.jsonl has the per-step tool metrics)", what)
+    if config.audit.enabled:
+        log.warning(
+            "audit.enabled: no reward audit in the tool recipe yet (metrics.jsonl has the tool metrics)"
+        )
     run = setup_run(config, resume_dir)
     telemetry = run_telemetry(run, resuming=resume_dir is not None)
     tools, sampling = tool_config(config), setup.sampling_params(config)
     started = time.monotonic()
-    held = config.rollout.prompts_per_step * (sampling.samples_per_prompt + 1)  # forks and templates
+    held = sessions_held(config)  # templates and their forks at once
     with setup.build_sandbox(config, sessions=held) as sandbox, telemetry, stop_on_signals(run):
         # each step: episodes, advantages, update; then log, alarms, stop reasons, checkpoint (loop.py)
+        spec = tools_eval_spec(run, sandbox, tools)
+        evaluate = partial(evaluate_episodes_once, run.run_dir, spec=spec, config=config, sampling=sampling)
+        if config.eval.enabled:
+            evaluate("base", engine=run.engine)  # skipped on resume when eval/tools_base.json exists
         step_fn = partial(train_step, run, sandbox=sandbox, tools=tools, sampling=sampling)
         last_step = run_steps(run, telemetry, step_fn, started=started, progress=progress)
         write_domain_report(run.run_dir)
+        if final_eval_due(run):  # not after a signal or an alarm stop
+            evaluate("trained", engine=trained_engine(run))  # with LoRA: the merged model
+            finish_episode_report(run.run_dir, config, spec.prefix)
     return TrainOutcome(run_dir=run.run_dir, last_step=last_step, stopped_early=run.stop)
 
 
@@ -102,11 +125,30 @@ def train_step(
     # ---- metrics: tool use, rewards, per-domain, timings ------------------------------------------------
     metrics.update(tool_metrics(episodes, step_s=t2 - t0))
     metrics.update(domain_metrics([(run.tasks.domain_of(o.task_id), o) for o in outcomes], weights))
-    metrics["perf/rollout_and_reward_s"] = t1 - t0
-    metrics["perf/update_s"] = t2 - t1
-    metrics["perf/step_s"] = t2 - t0
-    metrics["perf/step_tokens_per_s"] = sum(sum(e.model_mask) for e in episodes) / (t2 - t0)
+    metrics.update(step_timings(t0, t1, t2, model_tokens=sum(sum(e.model_mask) for e in episodes)))
     return metrics
+
+
+def tools_eval_spec(run: Run, sandbox: SyncRunner, tools: ToolConfig) -> EpisodeEval:
+    """The held-out evaluation of this recipe: its own episodes, judged as in training; a rollout call
+    holds as many tasks as the sessions the sandbox was sized for allow (``sessions_held``)."""
+    return EpisodeEval(
+        prefix="tools",
+        rollout=partial(rollout_tool_episodes, tokenizer=run.tokenizer, runner=sandbox, config=tools),
+        metrics={
+            "hidden_pass_rate": lambda e: float(e.passed),
+            "reward": lambda e: e.reward,  # the training reward: hidden-test reward minus penalties
+            "tool_calls": lambda e: float(e.tool_calls),
+            "called_a_tool": lambda e: float(e.tool_calls > 0),
+        },
+        tasks_per_call=max(1, sessions_held(run.config) // (run.config.eval.samples_per_task + 1)),
+    )
+
+
+def sessions_held(config: TrainConfig) -> int:
+    """The most sessions the recipe holds at once: a step's templates and forks, or one eval task's."""
+    step = config.rollout.prompts_per_step * (config.rollout.samples_per_prompt + 1)
+    return max(step, config.eval.samples_per_task + 1) if config.eval.enabled else step
 
 
 def tool_config(config: TrainConfig) -> ToolConfig:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from execrl.config import ConfigError, load_config
-from execrl.recipes.refine_eval import compare_refine_evals
+from execrl.recipes.episode_eval import compare_episode_evals
 from execrl.recipes.refine_rl import episode_metrics, episode_outcomes
 from execrl.refine.multiturn import Episode, MultiTurnConfig
 from execrl.tasks.schema import MathSpec, Task, TaskMetadata
@@ -66,12 +66,12 @@ def test_episode_outcomes_group_a_tasks_episodes_for_the_scheduler() -> None:
     assert (b.task_id, b.rewards, b.passed) == ("t1", (1.0, -0.1), (True, False))
 
 
-def test_compare_refine_evals_pairs_by_task() -> None:
+def test_compare_episode_evals_pairs_by_task() -> None:
     base = {"suites": {"s": {"task_ids": ["a", "b", "c", "d"], "hidden_pass_rate": [0.0, 1.0, 0.0, 1.0],
                              "reward": [0.0, 1.0, 0.5, 1.0], "turns_mean": [2.0, 1.0, 2.0, 1.0]}}}  # fmt: skip
     trained = {"suites": {"s": {"task_ids": ["a", "b", "c", "d"], "hidden_pass_rate": [1.0, 1.0, 0.0, 1.0],
                                 "reward": [1.0, 1.0, 0.5, 1.0], "turns_mean": [1.0, 1.0, 2.0, 1.0]}}}  # fmt: skip
-    out = compare_refine_evals(base, trained, resamples=500, seed=0)["s"]
+    out = compare_episode_evals(base, trained, resamples=500, seed=0)["s"]
     assert out["n_tasks"] == 4 and out["confidence"] == 0.95
     assert out["models"]["base"]["hidden_pass_rate"]["value"] == 0.5
     assert out["models"]["trained"]["hidden_pass_rate"]["value"] == 0.75
@@ -80,7 +80,7 @@ def test_compare_refine_evals_pairs_by_task() -> None:
     assert out["delta"]["turns_mean"]["value"] == -0.25
     trained["suites"]["s"]["task_ids"] = ["a", "b", "c", "x"]
     with pytest.raises(ValueError, match="different tasks"):
-        compare_refine_evals(base, trained, resamples=500, seed=0)
+        compare_episode_evals(base, trained, resamples=500, seed=0)
 
 
 @pytest.mark.parametrize(
