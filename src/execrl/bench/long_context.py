@@ -67,6 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout-s", type=float, default=3600.0, help="per side and length (default 3600)")
     parser.add_argument("--model-dir", type=Path, default=None, help="model directory (default: SmolLM2)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--work-dir", type=Path, default=None,
+        help="keep each side's result here (default: a temporary directory); a re-run with the same "
+        "directory and settings reuses the sides already there (an interrupted run goes on)",
+    )  # fmt: skip
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # internal: JSON of one side's job
 
 
@@ -203,7 +208,28 @@ def _child_main(job: dict[str, Any]) -> int:
 
 def _spawn(job: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """Run one side in its own process and session; its result plus ``peak_rss_mb`` (``wait4``'s
-    ``ru_maxrss`` of the child) and ``wall_s``, or ``completed: False`` with the reason."""
+    ``ru_maxrss`` of the child) and ``wall_s``, or ``completed: False`` with the reason. A side whose
+    result is already in the work directory (``--work-dir``) is not run again: the result is reused,
+    marked ``reused``; with no record of ``wait4`` there (a run killed before it wrote one), its peak
+    RSS is the child's own ``ru_maxrss`` (``RUSAGE_SELF``, the same process) and ``wall_s`` is None."""
+    record = Path(job["out_path"]).with_suffix(".result.json")
+    if record.exists():
+        return {**json.loads(record.read_text()), "reused": True}
+    if Path(job["out_path"]).exists():
+        out = json.loads(Path(job["out_path"]).read_text())
+        return {
+            "completed": True,
+            **out,
+            "peak_rss_mb": out["self_peak_rss_mb"],
+            "wall_s": None,
+            "reused": True,
+        }
+    result = _run_child(job, timeout_s)
+    record.write_text(json.dumps(result))
+    return result
+
+
+def _run_child(job: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "execrl.cli", "bench", "long-context", "--child", json.dumps(job)]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, start_new_session=True)  # noqa: S603 (our own interpreter and module)
@@ -289,8 +315,40 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="execrl-bench-long-") as tmp:
-        rows = [_length_row(length, args, Path(tmp)) for length in lengths]
-    report = {
+        work = _work_dir(args, Path(tmp))
+        rows = []
+        for length in lengths:  # the report is rewritten after each length: an interrupted run keeps its rows
+            rows.append(_length_row(length, args, work))
+            report = _report(args, rows, started, load_before)
+            if args.json is not None:
+                write_report(args.json, json.loads(json.dumps(report, default=str)))
+    _print_table(rows)
+    if args.json is not None:
+        print(f"wrote {args.json}")
+    checks = [c for r in rows for c in r.get("loss_check", {}).get("checks", [])]
+    return 0 if all(c["ok"] for c in checks) else 1
+
+
+_SETTINGS_SKIPPED = ("json", "child", "handler", "func", "work_dir", "timeout_s", "lengths")
+
+
+def _work_dir(args: argparse.Namespace, tmp: Path) -> Path:
+    """``--work-dir`` (created; its ``settings.json`` must match this run's) or the temporary directory."""
+    if args.work_dir is None:
+        return tmp
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    settings = {k: str(v) for k, v in vars(args).items() if k not in _SETTINGS_SKIPPED}
+    path = args.work_dir / "settings.json"
+    if path.exists() and json.loads(path.read_text()) != settings:
+        raise SystemExit(f"--work-dir {args.work_dir} holds results of other settings ({path}); use another")
+    path.write_text(json.dumps(settings, indent=1))
+    return Path(args.work_dir)
+
+
+def _report(
+    args: argparse.Namespace, rows: list[dict[str, Any]], started: float, load_before: float
+) -> dict[str, Any]:
+    return {
         "benchmark": "long-context",
         "settings": {k: v for k, v in vars(args).items() if k not in ("json", "child", "handler", "func")},
         "trl_memory_settings": "gradient_checkpointing=True, float32, one generation batch"
@@ -298,14 +356,8 @@ def run(args: argparse.Namespace) -> int:
         "rows": rows,
         "goals": _goals(rows),
         "wall_s": time.perf_counter() - started,
-        "host": {"load_avg_1m_before": load_before, "cpus": os.cpu_count()},
+        "host": {"load_avg_1m_before": load_before, "load_avg_1m_now": os.getloadavg()[0], "cpus": os.cpu_count()},
     }  # fmt: skip
-    _print_table(rows)
-    if args.json is not None:
-        write_report(args.json, json.loads(json.dumps(report, default=str)))
-        print(f"wrote {args.json}")
-    checks = [c for r in rows for c in r.get("loss_check", {}).get("checks", [])]
-    return 0 if all(c["ok"] for c in checks) else 1
 
 
 def _print_table(rows: list[dict[str, Any]]) -> None:
