@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from execrl.config.base import Section
@@ -32,3 +34,8 @@ class ToolsSection(Section):
     )
     cell_timeout_s: float = Field(10.0, gt=0, le=600, description="wall clock of one python cell")
     session_memory_mb: int = Field(512, ge=16, description="cgroup memory of one episode's session")
+    call_format: Literal["hermes", "python_block"] = Field(
+        "hermes",
+        description="how the model calls: 'hermes' <tool_call> JSON, or 'python_block' (```python blocks call "
+        "the python tool, ToRL's format, for models too small for JSON calls)",
+    )

@@ -12,11 +12,21 @@ its end. :func:`parse_call` returns the call, ``None`` (no call: the turn is the
 ``CallError`` (bad JSON, no name, unknown tool, arguments that do not fit the schema). An error is
 answered as the tool message (:func:`error_text`) and counted; verl's parser drops such a call and ends
 the episode (verl #3070, #7177).
+
+The ``python_block`` convention (``tools.call_format``), for models too small to write Hermes JSON: a
+Markdown code block opened with ```` ```python ```` and closed with ```` ``` ```` at the end of a turn is
+a call of the ``python`` tool with the block as its code; its answer comes back as an ```` ```output ````
+block in a ``tool`` message. This is the code-interpreter format of ToRL (Li et al. 2025, arXiv
+2503.23383), and what small instruct models write unasked: SmolLM2-135M answers the ``tools`` suite's
+prompts with ```` ```python ```` blocks and never with a ``<tool_call>``. Generation stops at a closing
+fence (``"\n```\n"``); a turn that ends without a closed python block is the final answer. Only the
+``python`` tool can be called this way.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,16 +36,26 @@ from execrl.tools.registry import ToolError, argument_problems, get_tool
 __all__ = [
     "CALL_END",
     "CALL_START",
+    "PYTHON_BLOCK_STOP",
     "CallError",
+    "CallFormat",
     "ToolCall",
+    "call_stop",
     "error_text",
+    "find_call",
     "hermes_system_prompt",
     "parse_call",
+    "parse_python_block",
     "prompt_messages",
+    "python_block_system_prompt",
+    "response_content",
     "template_renders_tools",
 ]
 
 CALL_START, CALL_END = "<tool_call>", "</tool_call>"
+PYTHON_BLOCK_STOP = "\n```\n"  # a closing fence; an opening one carries its language (```python)
+CallFormat = Literal["hermes", "python_block"]
+_PYTHON_OPENER = re.compile(r"```(?:python|py)[ \t]*\n")
 ErrorKind = Literal["bad_json", "bad_call", "unknown_tool", "bad_arguments", "not_offered"]
 
 
@@ -62,6 +82,15 @@ def hermes_system_prompt(declarations: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+def python_block_system_prompt() -> str:
+    return (
+        "# Tools\n\nYou can run Python code. Write it in a ```python block and stop after the closing ```; "
+        "its output (stdout, errors and the value of the last expression) comes back in the next message "
+        "as an ```output block. Variables, imports and files stay between blocks. When you are done, "
+        "answer without a code block."
+    )
+
+
 def template_renders_tools(tokenizer: Any, declarations: Sequence[Mapping[str, Any]]) -> bool:
     """Whether the tokenizer's chat template shows ``tools`` (the rendering with them differs)."""
     from execrl.rollout.prompts import render_chat
@@ -72,14 +101,18 @@ def template_renders_tools(tokenizer: Any, declarations: Sequence[Mapping[str, A
 
 
 def prompt_messages(
-    messages: Sequence[Mapping[str, str]], declarations: Sequence[Mapping[str, Any]], *, template_tools: bool
+    messages: Sequence[Mapping[str, str]],
+    declarations: Sequence[Mapping[str, Any]],
+    *,
+    template_tools: bool,
+    call_format: CallFormat = "hermes",
 ) -> list[dict[str, str]]:
-    """The episode's first messages: unchanged when the template renders ``tools``, else with the Hermes
-    block added to the system message (a new system message when there is none)."""
+    """The episode's first messages: unchanged when the template renders ``tools`` (Hermes calls), else
+    with the convention's block added to the system message (a new system message when there is none)."""
     out = [dict(m) for m in messages]
-    if template_tools:
+    if template_tools and call_format == "hermes":
         return out
-    block = hermes_system_prompt(declarations)
+    block = hermes_system_prompt(declarations) if call_format == "hermes" else python_block_system_prompt()
     if out and out[0]["role"] == "system":
         out[0]["content"] = f"{out[0]['content']}\n\n{block}"
         return out
@@ -117,6 +150,40 @@ def parse_call(text: str, offered: Sequence[str]) -> ToolCall | CallError | None
     if problems:
         return CallError("bad_arguments", "; ".join(problems))
     return ToolCall(name, arguments)
+
+
+def parse_python_block(text: str) -> ToolCall | CallError | None:
+    """The ``python_block`` convention: the python block closing the turn, as a ``python`` call."""
+    body = text.rstrip()
+    if not body.endswith("```"):
+        return None
+    openers = list(_PYTHON_OPENER.finditer(body, 0, len(body) - 3))
+    if not openers:
+        return None  # a bare fence or a block of another language: no call
+    code = body[openers[-1].end() : len(body) - 3]
+    if "```" in code:  # the python block closed earlier; the last fence opens or closes something else
+        return None
+    if not code.strip():
+        return CallError("bad_arguments", "the python block is empty")
+    return ToolCall("python", {"code": code.rstrip("\n")})
+
+
+def find_call(text: str, offered: Sequence[str], call_format: CallFormat) -> ToolCall | CallError | None:
+    """The call at the end of a model turn in the episode's convention (``None``: no call)."""
+    return parse_call(text, offered) if call_format == "hermes" else parse_python_block(text)
+
+
+def call_stop(call_format: CallFormat) -> str:
+    """The stop string that ends a model turn at the end of a call."""
+    return CALL_END if call_format == "hermes" else PYTHON_BLOCK_STOP
+
+
+def response_content(text: str, *, call_format: CallFormat, template_tools: bool) -> str:
+    """A tool's answer as the ``tool`` message's content: as is for a template that renders tools, else
+    wrapped the way the convention's prompt says it comes back."""
+    if call_format == "python_block":
+        return f"```output\n{text}\n```"
+    return text if template_tools else f"<tool_response>\n{text}\n</tool_response>"
 
 
 def error_text(error: CallError) -> str:

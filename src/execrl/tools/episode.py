@@ -43,11 +43,13 @@ from execrl.rewards import RewardConfig, score_batch
 from execrl.rollout.prompts import extension_ids, render_chat, turn_content
 from execrl.tasks.schema import SessionSpec, Task, prompt_for_chat
 from execrl.tools.calls import (
-    CALL_END,
     CallError,
+    CallFormat,
+    call_stop,
     error_text,
-    parse_call,
+    find_call,
     prompt_messages,
+    response_content,
     template_renders_tools,
 )
 from execrl.tools.registry import ToolContext, get_tool
@@ -73,6 +75,7 @@ class ToolConfig:
     session_memory_mb: int = 512  # cgroup memory of one episode's session
     reward: RewardConfig = field(default_factory=RewardConfig)
     reuse_kv_max_bytes: int = 2 << 30
+    call_format: CallFormat = "hermes"  # "python_block": ```python blocks call the python tool (calls.py)
 
     def __post_init__(self) -> None:
         positive = ("max_tool_calls", "max_turn_tokens", "max_episode_tokens", "max_tool_output_tokens")
@@ -83,6 +86,10 @@ class ToolConfig:
             raise ValueError(f"tools.parse_error_penalty must lie in [0, 1], got {self.parse_error_penalty}")
         for name in self.default_tools:
             get_tool(name)  # an unknown name lists the registered tools
+        if self.call_format not in ("hermes", "python_block"):
+            raise ValueError(
+                f"tools.call_format must be 'hermes' or 'python_block', got {self.call_format!r}"
+            )
 
 
 @dataclass
@@ -130,11 +137,18 @@ def _offered(task: Task, config: ToolConfig) -> tuple[str, ...]:
 
 def _start(tokenizer: Any, task: Task, index: int, config: ToolConfig) -> ToolEpisode:
     offered = _offered(task, config)
+    if config.call_format == "python_block" and "python" not in offered:
+        raise ValueError(
+            f"task {task.id!r} offers the tools {list(offered)}; tools.call_format='python_block' can call "
+            "only the python tool (use call_format='hermes')"
+        )
     declarations = [get_tool(name).declaration() for name in offered]
-    template_tools = template_renders_tools(tokenizer, declarations)
+    template_tools = config.call_format == "hermes" and template_renders_tools(tokenizer, declarations)
     prompt = prompt_for_chat(task.prompt)
     base = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-    messages = prompt_messages(base, declarations, template_tools=template_tools)
+    messages = prompt_messages(
+        base, declarations, template_tools=template_tools, call_format=config.call_format
+    )
     text = render_chat(
         tokenizer, messages, generation_prompt=True, tools=declarations if template_tools else None
     )
@@ -175,7 +189,7 @@ def _generate(engine: Engine, tokenizer: Any, episodes: list[ToolEpisode], param
     """One model turn for each episode (``samples`` copies of each, rows prompt-major), cut to what is
     left of each episode's budget."""
     params = replace(params, samples_per_prompt=samples, max_new_tokens=config.max_turn_tokens,
-                     stop_strings=(*params.stop_strings, CALL_END))  # fmt: skip
+                     stop_strings=(*params.stop_strings, call_stop(config.call_format)))  # fmt: skip
     batch = engine.generate([e.token_ids for e in episodes], params)
     out = []
     for row in range(batch.num_rows):
@@ -197,7 +211,7 @@ def _answer_call(
     tokenizer: Any, e: ToolEpisode, task: Task, context: ToolContext, config: ToolConfig
 ) -> None:
     """Run the call at the end of the episode's last turn (or answer its error) and append the answer."""
-    call = parse_call(e.final_text, e.offered)
+    call = find_call(e.final_text, e.offered, config.call_format)
     if call is None:
         e.done, e.stop = True, "answer"
         return
@@ -218,7 +232,7 @@ def _answer_call(
         tokenizer, text, max_tokens=min(config.max_tool_output_tokens, max(left, 1)), budget_left=left
     )
     e.truncated_outputs += cut
-    content = text if e.template_tools else f"<tool_response>\n{text}\n</tool_response>"
+    content = response_content(text, call_format=config.call_format, template_tools=e.template_tools)
     tool_message = {"role": "tool", "content": content}
     extra = extension_ids(tokenizer, e.token_ids, e.messages, [tool_message], tools=_declarations(e))
     e.messages.append(tool_message)

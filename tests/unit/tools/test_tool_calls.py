@@ -123,3 +123,38 @@ def test_tool_metrics_hand_computed() -> None:
     assert "tools/parse_error_rate" not in tool_metrics(
         [episode(0, 0, 0, 0.0, 1.0, "answer", 1.0)], step_s=1.0
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "call"),
+    [
+        ("Compute:\n```python\nx = 2\nprint(x)\n```\n", ToolCall("python", {"code": "x = 2\nprint(x)"})),
+        ("```py\n1 + 1\n```", ToolCall("python", {"code": "1 + 1"})),
+        ("```python\nfirst\n```\nthen\n```python\nsecond\n```\n\n", ToolCall("python", {"code": "second"})),
+        ("The answer is 4.", None),  # no block: the final answer
+        ("```python\nx = 1\n```\nSo the answer is 1.", None),  # the block is not at the end of the turn
+        ("Here:\n```\n", None),  # a bare fence opening a block, not a python call
+        ("```bash\nls\n```\n", None),  # another language
+        ("```python\nx = 1\n```\nand\n```\n", None),  # the last fence closes no python block
+        ("```python\n\n```\n", CallError("bad_arguments", "the python block is empty")),
+    ],
+)
+def test_python_block_calls(text: str, call: ToolCall | CallError | None) -> None:
+    from execrl.tools.calls import PYTHON_BLOCK_STOP, call_stop, find_call
+
+    assert find_call(text, ("python",), "python_block") == call
+    assert call_stop("python_block") == PYTHON_BLOCK_STOP and call_stop("hermes") == "</tool_call>"
+
+
+def test_python_block_prompt_and_answers() -> None:
+    from execrl.tools.calls import response_content
+
+    decl = [get_tool("python").declaration()]
+    [system, _user] = prompt_messages([{"role": "user", "content": "q"}], decl, template_tools=True,
+                                      call_format="python_block")  # fmt: skip
+    assert "```python block" in system["content"]  # the convention goes in even for a tool template
+    assert response_content("42", call_format="python_block", template_tools=False) == "```output\n42\n```"
+    assert response_content("42", call_format="hermes", template_tools=False) == (
+        "<tool_response>\n42\n</tool_response>"
+    )
+    assert response_content("42", call_format="hermes", template_tools=True) == "42"

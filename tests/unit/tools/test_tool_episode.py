@@ -141,3 +141,32 @@ def test_state_persists_within_an_episode_and_siblings_start_from_the_setup(toke
         ("<tool_response>\nOut: 462\n</tool_response>", True)
     ] * 3
     assert all(e.session_memory_mb > 0 for e in episodes)
+
+
+def test_python_block_format_runs_blocks_in_the_session_and_answers_with_an_output_block(
+    tokenizer, sandbox
+) -> None:  # type: ignore[no-untyped-def]
+    """``call_format='python_block'`` (ToRL's format): a turn ending with a closed ```python block is a
+    call of the python tool, state persists between blocks, the answer is an ```output block in a tool
+    message (masked), and a turn without a closed block is the final answer."""
+    turns = [
+        "Let me compute it.\n```python\nx = 6 * 7\nprint(x)\n```\n",
+        "```python\nx * 11\n```\n",
+        "The answer is 462.",
+    ]
+    engine, [e] = _run(tokenizer, sandbox, turns, call_format="python_block")
+    answers = _tool_messages(e)
+    assert answers[0].startswith("```output\n") and "42" in answers[0] and answers[0].endswith("\n```")
+    assert "Out: 462" in answers[1]
+    assert (e.tool_calls, e.parse_errors, e.stop, e.passed) == (2, 0, "answer", True)
+    system = e.messages[0]["content"]
+    assert "```python block" in system and "<tool_call>" not in system
+    assert not any(e.model_mask[i] for i in range(e.prompt_tokens))
+    tool_text = tokenizer.decode([t for t, m in zip(e.token_ids, e.model_mask, strict=True) if not m])
+    assert "```output" in tool_text  # the tool answers are among the masked tokens
+
+
+def test_python_block_format_refuses_a_task_without_the_python_tool(tokenizer, sandbox) -> None:  # type: ignore[no-untyped-def]
+    task = _task(SessionSpec(tools=("run_tests",)))
+    with pytest.raises(ValueError, match="can call only the python tool"):
+        _run(tokenizer, sandbox, ["The answer is 462."], task=task, call_format="python_block")
