@@ -34,6 +34,12 @@ class LoraSection(Section):
         description="dropout on each adapter's input in the update's gradient passes (never in sampling "
         "or in the old/reference log-probs); > 0 makes the PPO ratio differ from 1 on-policy",
     )
+    fold_for_sampling: bool = Field(
+        True,
+        description="sample from a plain copy with each adapter folded into its weight (W + alpha/rank * B A, "
+        "refolded after every update): decoding as fast as full fine-tuning's, for one more copy of the "
+        "adapted layers' weights (~425 MB for SmolLM2-135M in float32); false = sample through peft's layers",
+    )
     target_modules: list[str] = Field(
         default_factory=lambda: list(LLAMA_LINEAR_MODULES),
         min_length=1,
