@@ -8,7 +8,8 @@ the KL reference is the same model with its adapters switched off, so no second 
 loaded. The defaults target every linear projection of a Llama-shaped block (attention and MLP), which
 "LoRA Without Regret" (Schulman et al., Thinking Machines 2025) found necessary for LoRA to match full
 fine-tuning in RL, and ``alpha = 2 * rank``. LoRA usually wants a learning rate about 10x full
-fine-tuning's (same source); ``optim.learning_rate`` is not changed for you.
+fine-tuning's (same source); ``optim.learning_rate`` is not changed for you. Sampling runs on a copy with
+the adapters folded into the weights (``fold_for_sampling``, ``execrl.trainer.lora_fold``).
 """
 
 from __future__ import annotations

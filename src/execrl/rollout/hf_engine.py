@@ -19,7 +19,8 @@ One ``generate`` call:
    per vocabulary entry.
 
 The engine samples from the live ``model`` object it was given, so after an optimizer step the next call is
-on-policy with no weight synchronisation. Reproducibility: the same model, prompts and ``SamplingParams``
+on-policy with no weight synchronisation (a LoRA run's engine holds a folded copy, which its
+``before_generate`` hook refolds: ``execrl.trainer.lora_fold``). Reproducibility: the same model, prompts and ``SamplingParams``
 (including ``seed``) give the same tokens; a different batch composition gives different draws.
 
 Measured (``execrl bench rollout``, SmolLM2-135M, 8 prompts x 8 samples x 128 tokens, 2 CPU cores, float32):
