@@ -19,6 +19,7 @@ from test_train_resume_exact import straight_and_killed
 from toy_domain import toy_overrides
 
 from execrl.config import load_config
+from execrl.rollout import SamplingParams, logprob_mismatch
 
 LORA = ["lora.enabled=true", "optim.learning_rate=3e-2"]  # LoRA wants a larger learning rate
 
@@ -107,12 +108,17 @@ def test_ray_rollout_worker_takes_published_adapters_only(
     assert published and all(".lora_A." in k or ".lora_B." in k for k in published)
     assert sum(v.numel() for v in published.values()) < sum(p.numel() for p in run.model.parameters()) / 10
     worker = RolloutWorker(config)
+    params = SamplingParams(samples_per_prompt=2, max_new_tokens=8)
+    worker.generate([[1, 40, 41, 42, 43]], params, -1)  # folds the initial adapters (B = 0)
     ids = torch.tensor([[1, 40, 41, 42, 43]])
     with torch.no_grad():
         before = worker.model(ids).logits
         worker.load_weights(1, {k: v.clone() for k, v in published.items()})
         assert torch.equal(worker.model(ids).logits, run.model(ids).logits)
     assert not torch.equal(before, run.model(ids).logits)
+    # the worker samples from its folded copy (lora.fold_for_sampling), refolded with the loaded adapters
+    sampled = worker.generate([[1, 40, 41, 42, 43]], params, 1)[0]
+    assert logprob_mismatch(run.model, sampled) < 3e-4
 
 
 @pytest.mark.slow

@@ -218,9 +218,9 @@ def _bench_run(
 ) -> Run:
     """The ``Run`` the recipe's step reads: the benchmark's model and trainer config, a static scheduler over
     its tasks (each step draws all of them, as TRL's side trains on all of them), no reward audit."""
+    from execrl.components.setup import sampling_engine
     from execrl.config import validate_config
     from execrl.recipes.loop import Run, length_curriculum
-    from execrl.rollout import create_engine
     from execrl.scheduler import StaticScheduler
     from execrl.trainer import build_optimizer, build_scheduler
 
@@ -244,7 +244,7 @@ def _bench_run(
         optimizer=optimizer,
         lr_scheduler=build_scheduler(optimizer, config),
         tasks=StaticScheduler({"functions": list(reward.tasks)}, {"functions": 1.0}, seed=args.seed),
-        engine=create_engine("hf", model=model, tokenizer=tokenizer),
+        engine=sampling_engine("hf", model=model, tokenizer=tokenizer, fold_adapters=True),  # as a run does
         start_step=0,
         old_logprobs_from_rollout=args.old_logprobs == "rollout",
         length=length_curriculum(run_config),

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+    from execrl.rollout.engine import Engine
     from execrl.rollout.types import SamplingParams
     from execrl.sandbox import Sandbox
     from execrl.sandbox.service.client import ServiceClient
@@ -111,6 +112,39 @@ def load_policy(config: TrainConfig) -> tuple[PreTrainedModel, PreTrainedTokeniz
         except ValueError as exc:  # a target module the model lacks: name the key to set
             raise ConfigError(str(exc)) from None
     return model, tokenizer, path
+
+
+def rollout_engine(config: TrainConfig, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Engine:
+    """The engine a run samples ``model`` with: ``rollout.engine`` over the model itself, or with LoRA and
+    ``lora.fold_for_sampling`` over a folded copy (``sampling_engine``)."""
+    return sampling_engine(
+        config.rollout.engine, model=model, tokenizer=tokenizer, fold_adapters=config.lora.fold_for_sampling
+    )
+
+
+def sampling_engine(
+    name: str, *, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, fold_adapters: bool
+) -> Engine:
+    """Engine ``name`` over ``model``; for a model with LoRA adapters and ``fold_adapters``, over a plain copy
+    with the adapters folded into its weights, refolded at the start of every ``generate`` whose policy
+    weights changed (``execrl.trainer.lora_fold.FoldedPolicy``): decoding without peft's per-layer extra
+    kernels. The engine must take a ``before_generate`` hook (the built-in ``hf`` engines do)."""
+    from execrl.rollout.engine import create_engine
+    from execrl.trainer.lora import has_adapters
+
+    if not (fold_adapters and has_adapters(model)):
+        return create_engine(name, model=model, tokenizer=tokenizer)
+    from execrl.trainer.lora_fold import FoldedPolicy
+
+    folded = FoldedPolicy(model)
+    engine = create_engine(name, model=folded.model, tokenizer=tokenizer)
+    if not hasattr(engine, "before_generate"):
+        raise ConfigError(
+            f"rollout.engine={name!r} has no before_generate hook, so its folded LoRA copy could not follow "
+            "the updates; set lora.fold_for_sampling=false"
+        )
+    engine.before_generate = folded.refresh
+    return engine
 
 
 def lora_settings(config: TrainConfig) -> LoraSettings:

@@ -8,7 +8,8 @@ the KL reference is the same model with its adapters switched off, so no second 
 loaded. The defaults target every linear projection of a Llama-shaped block (attention and MLP), which
 "LoRA Without Regret" (Schulman et al., Thinking Machines 2025) found necessary for LoRA to match full
 fine-tuning in RL, and ``alpha = 2 * rank``. LoRA usually wants a learning rate about 10x full
-fine-tuning's (same source); ``optim.learning_rate`` is not changed for you.
+fine-tuning's (same source); ``optim.learning_rate`` is not changed for you. Sampling runs on a copy with
+the adapters folded into the weights (``fold_for_sampling``, ``execrl.trainer.lora_fold``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ class LoraSection(Section):
         lt=1,
         description="dropout on each adapter's input in the update's gradient passes (never in sampling "
         "or in the old/reference log-probs); > 0 makes the PPO ratio differ from 1 on-policy",
+    )
+    fold_for_sampling: bool = Field(
+        True,
+        description="sample from a plain copy with each adapter folded into its weight (W + alpha/rank * B A, "
+        "refolded after every update): decoding as fast as full fine-tuning's, for one more copy of the "
+        "adapted layers' weights (~425 MB for SmolLM2-135M in float32); false = sample through peft's layers",
     )
     target_modules: list[str] = Field(
         default_factory=lambda: list(LLAMA_LINEAR_MODULES),

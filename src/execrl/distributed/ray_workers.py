@@ -26,13 +26,13 @@ class RolloutWorker:
 
     def __init__(self, config: TrainConfig) -> None:
         from execrl.components import setup
-        from execrl.rollout.engine import create_engine
 
         # Architecture, tokenizer (and with LoRA the frozen base plus empty adapters); weights come by version.
         model, tokenizer, _ = setup.load_policy(config)
         model.eval()
         self.model = model
-        self.engine = create_engine(config.rollout.engine, model=model, tokenizer=tokenizer)
+        # With lora.fold_for_sampling: over a folded copy, refolded when load_weights writes new adapters.
+        self.engine = setup.rollout_engine(config, model, tokenizer)
         self.version = -1  # no weights received yet: generate refuses until the first load
 
     def load_weights(self, version: int, state: dict[str, Any]) -> int:

@@ -143,7 +143,7 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
         optimizer=optimizer,
         lr_scheduler=build_lr_scheduler(optimizer, tcfg),
         tasks=task_scheduler(config),
-        engine=create_engine(config.rollout.engine, model=model, tokenizer=tokenizer),
+        engine=setup.rollout_engine(config, model, tokenizer),  # LoRA: over a folded copy (lora_fold.py)
         start_step=0,
         old_logprobs_from_rollout=rollout_logprobs_exact(config, tcfg),
         length=length_curriculum(config),
@@ -254,8 +254,10 @@ def finish_session(session: Session, last_step: int) -> TrainOutcome:
 def trained_engine(run: Run) -> Engine:
     """The engine the trained model is evaluated with: the run's own, or with LoRA one over a merged copy
     of the policy (adapters folded into the weights), the dense model ``execrl export`` writes and
-    ``execrl eval``/``serve`` load, so the run's held-out score is the exported model's."""
-    if not has_adapters(run.model):
+    ``execrl eval``/``serve`` load, so the run's held-out score is the exported model's. With
+    ``lora.fold_for_sampling`` the run's engine already samples such a copy (the same fold arithmetic), so
+    no second one is made."""
+    if not has_adapters(run.model) or run.config.lora.fold_for_sampling:
         return run.engine
     merged = merged_copy(run.model)
     return create_engine(run.config.rollout.engine, model=merged, tokenizer=run.tokenizer)

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from execrl.components import setup
 from execrl.components.sampling import ScoredGroups
 from execrl.config import ConfigError, TrainConfig
 from execrl.distributed import Executor
@@ -59,7 +60,6 @@ from execrl.recipes.loop import (
     run_steps,
     single_turn_session,
 )
-from execrl.rollout.engine import create_engine
 from execrl.trainer import (
     TrainBatch,
     behaviour_logprobs,
@@ -160,9 +160,7 @@ class OneStepOff:
         self.executor = executor
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="execrl-rollout")
         self.pending: Future[tuple[dict[str, float], ScoredGroups]] | None = None
-        self.engine = create_engine(
-            run.config.rollout.engine, model=run.behaviour_model, tokenizer=run.tokenizer
-        )
+        self.engine = setup.rollout_engine(run.config, run.behaviour_model, run.tokenizer)  # LoRA: folded
         if run.start_step > 0:  # resume: step start_step is sampled by the checkpointed behaviour copy
             executor.publish_weights(run.behaviour_model, version=run.start_step - 1)
 

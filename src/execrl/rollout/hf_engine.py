@@ -19,7 +19,8 @@ One ``generate`` call:
    per vocabulary entry.
 
 The engine samples from the live ``model`` object it was given, so after an optimizer step the next call is
-on-policy with no weight synchronisation. Reproducibility: the same model, prompts and ``SamplingParams``
+on-policy with no weight synchronisation (a LoRA run's engine holds a folded copy, which its
+``before_generate`` hook refolds: ``execrl.trainer.lora_fold``). Reproducibility: the same model, prompts and ``SamplingParams``
 (including ``seed``) give the same tokens; a different batch composition gives different draws.
 
 Measured (``execrl bench rollout``, SmolLM2-135M, 8 prompts x 8 samples x 128 tokens, 2 CPU cores, float32):
@@ -176,11 +177,14 @@ class HFEngine:
         *,
         shared_prompt_decode: bool | None = None,
         prefix_cache: PrefixCache | None = None,
+        before_generate: Callable[[], object] | None = None,
     ) -> None:
         """``shared_prompt_decode``: None uses the shared-prompt decoder when the model supports it, False
         forces the generic path, True requires the shared one (an unsupported model raises).
         ``prefix_cache``: keep conversations' keys/values between calls (:mod:`execrl.rollout.prefix_cache`);
-        settable later as ``engine.prefix_cache`` (None turns reuse off)."""
+        settable later as ``engine.prefix_cache`` (None turns reuse off). ``before_generate``: called at the
+        start of every ``generate`` (a LoRA run's folded copy refreshes its weights there:
+        ``execrl.trainer.lora_fold``); settable later as ``engine.before_generate``."""
         supported = supports_shared_decode(model)
         if shared_prompt_decode and not supported:
             raise ValueError(
@@ -195,6 +199,7 @@ class HFEngine:
         self.pad_token_id = int(pad)
         self._cache_kwarg = cache_argument_name(model) or "past_key_values"
         self.prefix_cache = prefix_cache
+        self.before_generate = before_generate
 
     @property
     def prefix_cache(self) -> PrefixCache | None:
@@ -227,6 +232,8 @@ class HFEngine:
         with the rows that got a token in it (a streaming server forwards them as they come); row ids it
         returns finish at once (their ``finish_reason`` stays "length": a server that cancels them drops
         them)."""
+        if self.before_generate is not None:
+            self.before_generate()
         prompts = _validate_prompts(prompt_token_ids, self._vocab_size())
         reused = self._lookup(prompts)
         generator = torch.Generator().manual_seed(params.seed)

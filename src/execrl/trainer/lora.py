@@ -6,7 +6,9 @@ come from ``peft.inject_adapter_in_model``, which replaces the targeted ``nn.Lin
 applies the adapters, because it calls the modules (the trainer's trunk and shared-prompt forwards, the
 engine's cascade-attention decoder in ``rollout/shared_decode.py``, which calls ``q_proj`` etc. itself,
 the generic decode path, the multi-turn prefix cache). ``tests/unit/trainer/test_lora.py`` checks every
-one of those paths against the merged model.
+one of those paths against the merged model. Runs sample from a folded plain copy by default instead
+(``lora_fold.py``, ``lora.fold_for_sampling``): peft's extra kernels per layer made decoding slower than
+the full model's.
 
 What this module adds around peft:
 
