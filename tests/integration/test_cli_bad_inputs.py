@@ -110,6 +110,7 @@ COMMANDS: dict[str, Case] = {
     "compare RUN_A": _dir_arg(["compare", "{bad}", "{good}", "--out", "{good}/cmp"], "metrics.jsonl"),
     "compare RUN_B": _dir_arg(["compare", "{good}", "{bad}", "--out", "{good}/cmp"], "metrics.jsonl"),
     "eval --model": _dir_arg(["eval", "--model", "{bad}", "--suite", "functions"], "config.json"),
+    "eval --as-run": _dir_arg(["eval", "--model", "m", "--as-run", "{bad}"], "config.toml", toml=True),
     "sandbox run PROGRAM": _file_arg(["sandbox", "run", "{bad}", "--language", "python"], ".py"),
     "sandbox run --stdin": _file_arg(["sandbox", "run", "{tmp}/ok.py", "--stdin", "{bad}"], ".txt"),
     "sandbox run --tests": _file_arg(["sandbox", "run", "{tmp}/ok.py", "--tests", "{bad}"], ".json"),

@@ -128,11 +128,9 @@ def test_exported_lora_model_scores_what_the_run_measured(
     """The run's final held-out eval (on the folded policy) equals the exported model's, evaluated again
     through ``load_any_model`` (what ``execrl eval --model`` and ``serve`` load), for the folded export and
     the ``--adapter-only`` one: a LoRA export that lost or mis-folded the adapters would score otherwise."""
-    from execrl.components import setup
-    from execrl.recipes.evaluate import evaluate_checkpoint_once
+    from execrl.recipes.evaluate import eval_as_run, eval_differences
     from execrl.recipes.grpo import train
-    from execrl.rollout.engine import create_engine
-    from execrl.serve import export_model, load_any_model
+    from execrl.serve import export_model
 
     overrides = [*toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path), *LORA, "run.total_steps=3"]
     config = load_config(None, overrides)
@@ -145,13 +143,15 @@ def test_exported_lora_model_scores_what_the_run_measured(
         out = export_model(
             str(outcome.run_dir), tmp_path / f"export-{adapter_only}", adapter_only=adapter_only
         )
-        model, tokenizer, _ = load_any_model(str(out))
-        engine = create_engine(config.rollout.engine, model=model, tokenizer=tokenizer)
-        again_dir = tmp_path / f"again-{adapter_only}"
-        with setup.build_sandbox(config) as sandbox:
-            evaluate_checkpoint_once(again_dir, "exported", engine, config, sandbox)
-        again = json.loads((again_dir / "eval" / "exported.json").read_text())["suites"]
+        # what `execrl eval --model OUT --as-run RUN_DIR` runs: the run's own held-out evaluation
+        evaluated, differences = eval_as_run(
+            model=str(out), run_dir=outcome.run_dir, json_path=None, sandbox_workers=2
+        )
+        assert differences == [], (adapter_only, differences)
+        again = evaluated["suites"]
         for suite, result in in_run.items():
             assert again[suite]["mean_reward"] == result["mean_reward"], (adapter_only, suite)
             assert again[suite]["pass_at_k"] == result["pass_at_k"], (adapter_only, suite)
             assert again[suite]["tasks"] == result["tasks"], (adapter_only, suite)  # every completion
+    # and a model that is not the trained one is told apart, task by task
+    assert eval_differences({"suites": in_run}, {"suites": base})

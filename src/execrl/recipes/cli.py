@@ -112,6 +112,11 @@ def _eval(args: argparse.Namespace) -> int:
     from execrl.serve.export import resolve_model_source
     from execrl.tasks.registry import suite_splits
 
+    if args.as_run is not None:
+        return _eval_as_run(args)
+    if args.suite is None:
+        print("error: execrl eval needs --suite (or --as-run RUN_DIR)", file=sys.stderr)
+        return 2
     if args.split not in suite_splits(args.suite):  # unknown suites raise SuiteError (exit 2)
         print(f"error: suite {args.suite!r} has no split {args.split!r}", file=sys.stderr)
         return 2
@@ -182,6 +187,46 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_as_run(args: argparse.Namespace) -> int:
+    """``--as-run RUN_DIR``: the run's held-out evaluation on ``--model``, compared with the run's own."""
+    from execrl.recipes.evaluate import eval_as_run
+    from execrl.serve.export import resolve_model_source
+
+    run_dir = Path(args.as_run)
+    if not (run_dir / "config.toml").is_file():
+        print(
+            f"error: --as-run {run_dir}: no config.toml there (not an execrl run directory)", file=sys.stderr
+        )
+        return 2
+    try:
+        load_config(run_dir / "config.toml", [])  # a bad config fails here, before the model loads
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    resolve_model_source(args.model)
+    _check_output(args.json)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        out, differences = eval_as_run(
+            model=args.model, run_dir=run_dir, json_path=args.json, sandbox_workers=args.sandbox_workers
+        )
+    except (ConfigError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for suite, result in out["suites"].items():
+        passk = ", ".join(f"{k} {v['value']:.4f}" for k, v in result["pass_at_k"].items())
+        print(
+            f"suite {suite}: {result['n_tasks']} tasks: {passk}, reward {result['mean_reward']['value']:.4f}"
+        )
+    if differences:
+        print(f"differs from {run_dir}/eval/trained.json on {len(differences)} task(s):", file=sys.stderr)
+        for line in differences:
+            print(f"  {line}", file=sys.stderr)
+        return 1
+    print(f"identical to {run_dir}/eval/trained.json: every task's verdicts and rewards")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("train", help="GRPO post-training from execution feedback (the main job)")
     p.add_argument("--config", type=Path, help="TOML config file (defaults are the README's main job)")
@@ -205,7 +250,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         required=True,
         help="'smollm2-135m-instruct', a HF dir, an execrl run dir (newest checkpoint) or a checkpoint dir",
     )
-    e.add_argument("--suite", required=True, help="suite name, e.g. humaneval, functions")
+    e.add_argument("--suite", help="suite name, e.g. humaneval, functions")
+    e.add_argument(
+        "--as-run",
+        metavar="RUN_DIR",
+        help="instead of --suite: the run's own held-out evaluation (its tasks, decoding, seed, reward) "
+        "on --model, compared task by task with the run's eval/trained.json (exit 1 where it differs)",
+    )
     e.add_argument("--split", default="test")
     e.add_argument("--samples-per-task", type=int, default=1)
     e.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")

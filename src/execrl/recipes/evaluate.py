@@ -147,3 +147,54 @@ def eval_command(
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(result.to_dict(), indent=1), encoding="utf-8")
     return result
+
+
+def eval_as_run(
+    *, model: str, run_dir: Path, json_path: Path | None, sandbox_workers: int
+) -> tuple[dict[str, Any], list[str]]:
+    """``execrl eval --as-run RUN_DIR``: the model on the run's own held-out evaluation (its config's eval
+    suites, tasks, decoding, seed and reward) and the comparison with the run's ``eval/trained.json``, task
+    by task. Returns the evaluation (``evaluate_checkpoint_once``'s shape) and the differences (empty: the
+    same completions' verdicts and rewards on every task). Why: a run's held-out score is measured inside
+    the run; an exported model (``execrl export``, LoRA folded) must reproduce it exactly, or it is not
+    the model the run measured."""
+    from execrl.config import load_config
+    from execrl.rollout.engine import create_engine
+    from execrl.sandbox import Sandbox, SandboxConfig
+    from execrl.serve.export import load_any_model
+
+    config = load_config(run_dir / "config.toml", [])
+    trained_path = run_dir / "eval" / "trained.json"
+    if not trained_path.exists():
+        raise FileNotFoundError(f"{trained_path}: the run has no held-out evaluation of its trained model")
+    model_obj, tokenizer, source = load_any_model(model)
+    engine = create_engine("hf", model=model_obj, tokenizer=tokenizer)
+    out: dict[str, Any] = {"label": f"{source.description} as {run_dir}", "suites": {}}
+    with Sandbox(SandboxConfig(workers=sandbox_workers)) as sandbox:
+        for suite, tasks in setup.eval_tasks(config).items():
+            result = evaluate(engine, tasks, suite=suite, model_name=source.description,  # type: ignore[arg-type]
+                              config=run_eval_config(config), sandbox=sandbox, reward=setup.reward_config(config))  # fmt: skip
+            out["suites"][suite] = json.loads(json.dumps(result.to_dict()))  # as written: lists, not tuples
+    if json_path is not None:
+        write_json_atomic(json_path, out)
+    trained = json.loads(trained_path.read_text(encoding="utf-8"))
+    return out, eval_differences(trained, out)
+
+
+def eval_differences(reference: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """Where two evaluations of the same tasks disagree: a suite, a task, its verdicts or its rewards."""
+    problems: list[str] = []
+    for suite, ref in reference["suites"].items():
+        got = other["suites"].get(suite)
+        if got is None:
+            problems.append(f"{suite}: not evaluated")
+            continue
+        for a, b in zip(ref["tasks"], got["tasks"], strict=False):
+            if a["task_id"] != b["task_id"]:
+                problems.append(f"{suite}: task {b['task_id']} where the run has {a['task_id']}")
+            elif a["passed"] != b["passed"] or a["rewards"] != b["rewards"]:
+                problems.append(f"{suite}/{a['task_id']}: passed {b['passed']} rewards {b['rewards']}; "
+                                f"the run: passed {a['passed']} rewards {a['rewards']}")  # fmt: skip
+        if len(ref["tasks"]) != len(got["tasks"]):
+            problems.append(f"{suite}: {len(got['tasks'])} tasks, the run {len(ref['tasks'])}")
+    return problems
