@@ -53,7 +53,10 @@ def toy_tool_tasks(count: int, split: str, *, offset: int = 0) -> list[Task]:
     """``count`` tasks, digits cycling 0..9; identical prompts, the digit only in the session."""
     return [
         Task(
-            id=f"toytool/{split}/{i}", domain="math", prompt=PROMPT, spec=MathSpec(answer=str(i % 10)),
+            id=f"toytool/{split}/{i}",
+            domain="math",
+            prompt=PROMPT,
+            spec=MathSpec(answer=str(i % 10)),
             metadata=TaskMetadata(family="toytool", split=split),  # type: ignore[arg-type]
             session=SessionSpec(setup=(f"n = {str(i % 10) * REPEAT}",)),
         )  # fmt: skip
@@ -123,7 +126,9 @@ def warm_start(
     """AdamW on loss(decision transcripts, all model tokens) + loss(copy transcripts, final answer only);
     returns the loss per step."""
     examples = [(e.token_ids, e.model_mask) for e in decision]
-    answers = [(e.token_ids, _final_turn(e.model_mask)) for e in copies if e.tool_calls and not e.parse_errors]
+    answers = [
+        (e.token_ids, _final_turn(e.model_mask)) for e in copies if e.tool_calls and not e.parse_errors
+    ]
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
     rng, losses = random.Random(seed), []
     model.train()
@@ -136,6 +141,6 @@ def warm_start(
         loss.backward()  # type: ignore[no-untyped-call]
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     model.eval()
     return losses
