@@ -2,7 +2,7 @@
 
 A second suite mixes short and long prompts. Before step 2 the cap is the short prompts' length, so no
 long prompt is drawn (``rollout/prompt_tokens_max`` is the longest prompt the engine saw), the long ones are
-counted as ``tasks/over_prompt_cap``, and the start log says how many each suite leaves out; from step 2
+counted as ``rollout/tasks_over_prompt_cap``, and the start log says how many each suite leaves out; from step 2
 the cap is lifted (only the model's context less the completion cap bounds it) and long prompts are drawn.
 A run killed with SIGKILL and resumed equals the uninterrupted one bit for bit (guards against a stage
 that depends on what the process drew before, not on the step).
@@ -76,6 +76,6 @@ def test_prompt_stages_draw_short_prompts_first_and_survive_sigkill_resume(
     rows = assert_same_run(_run_dir(straight_out), killed_dir, total_steps=4)
     context_bound = 2048 - 8  # the tiny model's context less rollout.max_new_tokens
     assert [r["rollout/max_prompt_tokens"] for r in rows] == [short, short, context_bound, context_bound]
-    assert [r["tasks/over_prompt_cap"] for r in rows] == [4.0, 4.0, 0.0, 0.0]
+    assert [r["rollout/tasks_over_prompt_cap"] for r in rows] == [4.0, 4.0, 0.0, 0.0]
     assert all(r["rollout/prompt_tokens_max"] <= short for r in rows[:2])
     assert max(r["rollout/prompt_tokens_max"] for r in rows[2:]) > short  # long prompts drawn once allowed

@@ -30,7 +30,7 @@ WALL_CLOCK = ("perf/", "time_s", "sandbox/")
 # there with the same value.
 ADDED_SINCE = (
     "audit/", "hack/", "train/padding_share", "rollout/max_prompt_tokens", "rollout/prompt_tokens_max",
-    "tasks/over_prompt_cap",
+    "rollout/tasks_over_prompt_cap",
 )  # fmt: skip
 
 

@@ -136,12 +136,12 @@ def stage_at(stages: Sequence[PromptStage[T]], step: int) -> PromptStage[T]:
 
 
 def prompt_cap_metrics(stages: Sequence[PromptStage[T]], step: int) -> dict[str, float]:
-    """``rollout/max_prompt_tokens`` (the step's cap in effect, 0 = none) and ``tasks/over_prompt_cap`` (the
+    """``rollout/max_prompt_tokens`` (the step's cap in effect, 0 = none) and ``rollout/tasks_over_prompt_cap`` (the
     mixture's tasks it leaves out); empty without stages."""
     if not stages:
         return {}
     stage = stage_at(stages, step)
     return {
         "rollout/max_prompt_tokens": float(stage.cap),
-        "tasks/over_prompt_cap": float(stage.excluded_total),
+        "rollout/tasks_over_prompt_cap": float(stage.excluded_total),
     }

@@ -60,7 +60,7 @@ def test_each_stage_keeps_the_tasks_under_its_cap_and_counts_the_rest() -> None:
         ["a0", "a3"], ["a0", "a1", "a3", "a4"], [f"a{i}" for i in range(6)]
     ]  # fmt: skip
     assert [dict(s.excluded) for s in stages] == [{"a": 4, "b": 2}, {"a": 2, "b": 2}, {"a": 0, "b": 0}]
-    assert [prompt_cap_metrics(stages, step)["tasks/over_prompt_cap"] for step in (0, 2, 3, 6, 50)] == [
+    assert [prompt_cap_metrics(stages, step)["rollout/tasks_over_prompt_cap"] for step in (0, 2, 3, 6, 50)] == [
         6.0, 6.0, 4.0, 0.0, 0.0
     ]  # fmt: skip
     assert prompt_cap_metrics(stages, 4)["rollout/max_prompt_tokens"] == 20.0
