@@ -26,8 +26,12 @@ from toy_domain import toy_overrides
 REFERENCE = Path(__file__).parents[1] / "fixtures" / "recipes" / "serial_toy_metrics.jsonl"
 WALL_CLOCK = ("perf/", "time_s", "sandbox/")
 # Metrics of features merged after the reference was written (the reward audit, issue 15; the padding
-# share, issue 26): they only add keys; every key the reference has must still be there with the same value.
-ADDED_SINCE = ("audit/", "hack/", "train/padding_share")
+# share and the prompt-length cap, issue 26): they only add keys; every key the reference has must still be
+# there with the same value.
+ADDED_SINCE = (
+    "audit/", "hack/", "train/padding_share", "rollout/max_prompt_tokens", "rollout/prompt_tokens_max",
+    "rollout/tasks_over_prompt_cap",
+)  # fmt: skip
 
 
 @pytest.mark.slow

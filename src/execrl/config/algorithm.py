@@ -47,6 +47,18 @@ class RolloutSection(Section):
     length_rise_max_tokens: int = Field(
         0, ge=0, description="the most the automatic rise takes the cap to (>= max_new_tokens when rising)"
     )
+    max_prompt_tokens: int = Field(
+        0,
+        ge=0,
+        description="prompt-length cap: only training tasks whose prompt (chat template applied) has at most "
+        "this many tokens are drawn; 0 = no cap (the model's context less the completion cap still bounds "
+        "it; execrl.scheduler.prompt_cap)",
+    )
+    max_prompt_tokens_stages: list[tuple[int, int]] = Field(
+        default_factory=list,
+        description="prompt-length stages: [from_step, max_prompt_tokens] pairs, the cap from that step on "
+        "(0 = none; before the first: max_prompt_tokens); [] = max_prompt_tokens throughout",
+    )
 
 
 class AlgorithmSection(Section):

@@ -12,6 +12,7 @@ from execrl.config.run import CheckpointSection, ModelSection, RunSection
 from execrl.config.scoring import AuditSection, EvalSection, RewardSection, SandboxSection
 from execrl.config.tasks import SchedulerSection, TaskSection
 from execrl.config.tools import ToolsSection
+from execrl.scheduler.prompt_cap import PromptCapSettings
 
 
 class TrainConfig(Section):
@@ -77,6 +78,7 @@ class TrainConfig(Section):
                 f"algorithm.overlong_buffer_tokens={self.algorithm.overlong_buffer_tokens} exceeds the smallest "
                 f"length cap of the run ({smallest} new tokens: rollout.max_new_tokens and its stages)"
             )
+        PromptCapSettings(rollout.max_prompt_tokens, tuple(rollout.max_prompt_tokens_stages))  # stage checks
         if (rising or rollout.max_new_tokens_stages) and self.refine.multi_turn:
             raise ValueError(
                 "the length curriculum (rollout.max_new_tokens_stages, length_rise_factor) is "
@@ -92,6 +94,9 @@ class TrainConfig(Section):
             "algorithm.async_steps > 0": alg.async_steps > 0,
             "rollout.stream_scoring=true": self.rollout.stream_scoring,
             "algorithm.dynamic_sampling=true": alg.dynamic_sampling,
+            "the prompt-length cap (rollout.max_prompt_tokens, max_prompt_tokens_stages)": bool(
+                self.rollout.max_prompt_tokens or self.rollout.max_prompt_tokens_stages
+            ),
         }
 
     @model_validator(mode="after")

@@ -15,6 +15,7 @@ from execrl.rewards import Score, reward_metrics
 from execrl.rewards.overlong import overlong_keep, overlong_penalties
 from execrl.rollout.types import RolloutBatch
 from execrl.scheduler import domain_metrics
+from execrl.scheduler.prompt_cap import prompt_cap_metrics
 from execrl.telemetry.memory import peak_rss_metric
 from execrl.trainer import TrainBatch
 
@@ -102,6 +103,7 @@ def rollout_metrics(rollout: RolloutBatch, scores: Sequence[Score], max_new_toke
         "rollout/response_length_max": float(lengths.max()),
         "rollout/truncation_rate": truncated / len(rollout.finish_reasons),
         "rollout/max_new_tokens": float(max_new_tokens),
+        "rollout/prompt_tokens_max": float(max(len(p) for p in rollout.prompt_token_ids)),
         "perf/rollout_tokens_per_s": rollout.stats.tokens_per_s,
         "sandbox/error_rate": sandbox_errors / len(scores),
         "sandbox/executions": float(len(executed)),
@@ -160,6 +162,7 @@ def step_metrics(
     rollout, scores = groups.rollout, groups.scores
     metrics = reward_metrics(scores)
     metrics.update(rollout_metrics(rollout, scores, max_new_tokens))
+    metrics.update(prompt_cap_metrics(run.prompt_stages, step))  # the step's prompt cap, tasks left out
     metrics["rollout/sampling_rounds"] = float(groups.rounds)
     metrics["rollout/dropped_zero_variance_groups"] = float(groups.dropped_groups)
     metrics.update(domain_metrics([(tasks.domain_of(o.task_id), o) for o in groups.outcomes], weights))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from execrl.components import setup
+from execrl.components.prompt_lengths import run_prompt_stages
 from execrl.components.sampling import GroupSampler, ScoredGroups, StreamingGroupSampler
 from execrl.config import TrainConfig, build
 from execrl.distributed import Executor, build_executor
@@ -29,7 +30,9 @@ from execrl.recipes.evaluate import evaluate_checkpoint_once, finish_report
 from execrl.rollout.engine import Engine, create_engine
 from execrl.scheduler import AdaptiveSettings, Scheduler, build_scheduler
 from execrl.scheduler.length import LengthCurriculum, LengthSettings, truncation_rate
+from execrl.scheduler.prompt_cap import PromptStage
 from execrl.scheduler.report import write_domain_report
+from execrl.tasks.schema import Task
 from execrl.telemetry import RunTelemetry, alarm_rules_from_config
 from execrl.telemetry.webhook import WebhookConfig
 from execrl.trainer import (
@@ -99,6 +102,7 @@ class Run:
     start_step: int
     old_logprobs_from_rollout: bool  # the update reuses the rollout's log-probs (see rollout_logprobs_exact)
     length: LengthCurriculum  # the completion-length cap of each step (stages, automatic rise)
+    prompt_stages: tuple[PromptStage[Task], ...] = ()  # the prompt-length cap's stages (() = not computed)
     stop: Stop | None = None
     behaviour_model: PreTrainedModel | None = None  # async: the weights the in-flight rollout samples with
 
@@ -132,6 +136,8 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
     # PPO learns a value head on the policy's hidden states; the GRPO family needs none.
     value_head = ValueHead(model.config.hidden_size) if learns_values(tcfg.advantage_estimator) else None
     optimizer = build_optimizer(model, tcfg, extra_modules=(value_head,) if value_head is not None else ())
+    suites = setup.load_suites(config.tasks.suites, "train", config.tasks.max_difficulty)
+    stages = training_prompt_stages(config, suites, model, tokenizer)
     run = Run(
         config=config,
         run_dir=run_dir,
@@ -142,11 +148,12 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
         value_head=value_head,
         optimizer=optimizer,
         lr_scheduler=build_lr_scheduler(optimizer, tcfg),
-        tasks=task_scheduler(config),
+        tasks=task_scheduler(config, suites=suites, prompt_stages=stages),
         engine=setup.rollout_engine(config, model, tokenizer),  # LoRA: over a folded copy (lora_fold.py)
         start_step=0,
         old_logprobs_from_rollout=rollout_logprobs_exact(config, tcfg),
         length=length_curriculum(config),
+        prompt_stages=stages,
         behaviour_model=behaviour_copy(model) if config.algorithm.async_steps else None,
     )
     checkpoint = latest_checkpoint(run_dir) if resume_dir is not None else None
@@ -263,13 +270,37 @@ def trained_engine(run: Run) -> Engine:
     return create_engine(run.config.rollout.engine, model=merged, tokenizer=run.tokenizer)
 
 
-def task_scheduler(config: TrainConfig) -> Scheduler:
+def task_scheduler(
+    config: TrainConfig,
+    *,
+    suites: dict[str, list[Task]] | None = None,
+    prompt_stages: tuple[PromptStage[Task], ...] = (),
+) -> Scheduler:
+    """The run's scheduler over the training suites (loaded here unless given), drawing each step from its
+    prompt-cap stage's suites when ``prompt_stages`` are given."""
     sched = config.scheduler
-    suites = setup.load_suites(config.tasks.suites, "train", config.tasks.max_difficulty)
+    if suites is None:
+        suites = setup.load_suites(config.tasks.suites, "train", config.tasks.max_difficulty)
     return build(
         build_scheduler, sched, suites=suites, weights=config.tasks.suites, seed=config.run.seed,
         settings=build(AdaptiveSettings, sched), rounds_per_step=config.algorithm.max_resample_rounds + 1,
+        prompt_stages=prompt_stages,
     )  # fmt: skip
+
+
+def training_prompt_stages(
+    config: TrainConfig,
+    suites: dict[str, list[Task]],
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+) -> tuple[PromptStage[Task], ...]:
+    """The prompt-length cap's stages (and the model's context bound) for the single-turn recipes; the
+    episode recipes (refine RL, tools) render their prompts otherwise and get none (the config refuses a
+    cap there)."""
+    if config.refine.multi_turn or config.tools.enabled:
+        return ()
+    context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+    return run_prompt_stages(config, suites, tokenizer, context_tokens=context)
 
 
 def finish_step(

@@ -27,6 +27,10 @@ Determinism: the draws of (step, round) come from a NumPy generator seeded by
 state is plain numbers (``state_dict``), saved in the checkpoint, so a resumed run draws bit-exactly what
 the uninterrupted run would have.
 
+With prompt-cap stages (``prompt_cap.py``, ``stages``) step t draws from its stage's filtered suites; the
+scores and the per-task memory span the stages (a task over a stage's cap keeps its memory until a later
+stage draws it again), and the draws stay a function of (seed, step, round, state, stages).
+
 Limits: learnability uses pass flags; partial-credit rewards count as informative at the lowest level (see
 ``outcomes.GroupOutcome.learnability``). In async mode the scores arrive one step late; the scheduler then
 steers by slightly older information (it never blocks on them).
@@ -96,12 +100,22 @@ class AdaptiveScheduler(Generic[T]):
     domain_score: dict[str, float] = field(default_factory=dict)
     tasks: dict[str, dict[str, _TaskMemory]] = field(default_factory=dict)
 
+    # prompt-cap stages (``prompt_cap.py``): (from_step, the suites filtered by that stage's cap); () = the
+    # suites throughout. The scores span stages (a task keeps its memory while a stage leaves it out).
+    stages: Sequence[tuple[int, Mapping[str, Sequence[T]]]] = ()
+
     def __post_init__(self) -> None:
         _check_mixture(self.suites, self.weights)
         self._suite_of = suite_of_task(self.suites, self.weights)
-        self._by_id = {
-            name: {task.id: i for i, task in enumerate(self.suites[name])} for name in sorted(self.weights)
-        }
+        self._stages = list(self.stages) or [(0, self.suites)]
+        if self._stages[0][0] != 0:
+            raise ValueError(f"scheduler stages must start at step 0; got {[s for s, _ in self._stages]}")
+        for _, stage_suites in self._stages:
+            _check_mixture(stage_suites, self.weights)
+        self._by_id = [
+            {name: {task.id: i for i, task in enumerate(suites[name])} for name in sorted(self.weights)}
+            for _, suites in self._stages
+        ]
         total = sum(self.weights.values())
         self._prior = {name: self.weights[name] / total for name in sorted(self.weights)}
 
@@ -133,8 +147,11 @@ class AdaptiveScheduler(Generic[T]):
         drawn = {i: iter(self._draw_tasks(names[i], int(c), step, rng)) for i, c in enumerate(counts) if c}
         return [next(drawn[int(i)]) for i in slots]
 
+    def _stage(self, step: int) -> int:
+        return max(i for i, (from_step, _) in enumerate(self._stages) if from_step <= step)
+
     def _draw_tasks(self, name: str, count: int, step: int, rng: np.random.Generator) -> list[T]:
-        tasks = self.suites[name]
+        tasks = self._stages[self._stage(step)][1][name]
         w = self._task_weights(name, step)
         picked: list[int] = []
         while len(picked) < count:  # without replacement, refilled when the domain runs out
@@ -145,9 +162,11 @@ class AdaptiveScheduler(Generic[T]):
     def _task_weights(self, name: str, step: int) -> np.ndarray:
         s = self.settings
         unseen = max(self.domain_score.get(name, OPTIMISTIC), s.revisit_weight)  # like its domain so far
-        w = np.full(len(self.suites[name]), unseen, dtype=np.float64)
-        index = self._by_id[name]
+        index = self._by_id[self._stage(step)][name]
+        w = np.full(len(index), unseen, dtype=np.float64)
         for task_id, memory in self.tasks.get(name, {}).items():
+            if task_id not in index:  # left out by this step's prompt-cap stage
+                continue
             stale = s.revisit_weight * max(step - memory.last_step, 0) / s.staleness_steps
             w[index[task_id]] = min(max(memory.score, s.revisit_weight + stale), OPTIMISTIC)
         return w

@@ -15,7 +15,8 @@ large costs memory and time from the first step. The published recipes stage the
 The cap of a step is a pure function of the step and the rises recorded so far (``(from_step, cap)``
 pairs), so the cap a step sampled with can be read back after the step observed its truncation, and the
 state (rises + streak) is a small JSON dict kept in the checkpoint (``state_dict``), restored by ``--resume``.
-Limits: the cap is per step, not per task; the prompt length is not capped here; with the one-step-off
+Limits: the cap is per step, not per task; the prompt length is capped (in stages too) by ``prompt_cap.py``,
+which also keeps prompt + the largest completion cap inside the model's context; with the one-step-off
 loop (``algorithm.async_steps=1``) the next rollout starts before this step's truncation is seen, so the
 automatic rise is refused there (stages work).
 """

@@ -7,6 +7,13 @@ proportional to size, a large T tends to the plain weights, so big domains do no
 The static scheduler keeps ``MixtureSampler``'s draws (seeded epochs within each suite) and has no state:
 ``observe`` does nothing and the checkpoint carries only its kind. DAPO resampling rounds draw from a
 second stream seeded apart, so the main stream's data position never depends on how many rounds ran.
+
+With a prompt-length cap in stages (``prompt_cap.py``) the run's scheduler is a ``StagedScheduler``: one
+static scheduler per stage over that stage's filtered suites, all with the same prior (tempered by the
+unfiltered suites' sizes, so shares do not jump at a stage); step t asks the scheduler of its stage. Each
+stage's draws are its own ``MixtureSampler`` stream counted from step 0, so a stage starts mid-epoch of
+its suites' order (still without replacement within each epoch) and the draws stay a pure function of
+(seed, suites, weights, step, stages).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any, Generic, Literal
 from execrl.scheduler.adaptive import AdaptiveScheduler, AdaptiveSettings, T, _check_mixture, suite_of_task
 from execrl.scheduler.mixture import MixtureSampler
 from execrl.scheduler.outcomes import GroupOutcome
+from execrl.scheduler.prompt_cap import PromptStage, stage_at
 
 _EXTRA_STREAM = 7919  # seed offset of the resampling stream (a prime, far from small user seeds)
 
@@ -77,7 +85,47 @@ class StaticScheduler(Generic[T]):
             )
 
 
-Scheduler = StaticScheduler[Any] | AdaptiveScheduler[Any]
+@dataclass(frozen=True)
+class StagedScheduler(Generic[T]):
+    """One static scheduler per prompt-cap stage (see the module docstring); stateless like them."""
+
+    stages: tuple[tuple[int, StaticScheduler[T]], ...]  # (from_step, scheduler), from step 0, increasing
+
+    def __post_init__(self) -> None:
+        steps = [s for s, _ in self.stages]
+        if not steps or steps[0] != 0 or steps != sorted(set(steps)):
+            raise ValueError(f"stages must start at step 0 and strictly increase; got {steps}")
+        merged: dict[str, str] = {}
+        for _, sched in self.stages:
+            merged.update(sched._suite_of)  # type: ignore[attr-defined]
+        object.__setattr__(self, "_suite_of", merged)
+
+    def at(self, step: int) -> StaticScheduler[T]:
+        return [sched for from_step, sched in self.stages if from_step <= step][-1]
+
+    def domain_of(self, task_id: str) -> str:
+        suite: str = self._suite_of[task_id]  # type: ignore[attr-defined]
+        return suite
+
+    def domain_weights(self) -> dict[str, float]:
+        return self.stages[0][1].domain_weights()  # the same prior in every stage
+
+    def tasks_for_step(self, step: int, prompts_per_step: int, round_: int = 0) -> list[T]:
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
+        return self.at(step).tasks_for_step(step, prompts_per_step, round_)
+
+    def observe(self, step: int, outcomes: Iterable[GroupOutcome]) -> None:
+        """Static weights learn nothing."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"kind": "static"}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.stages[0][1].load_state_dict(state)
+
+
+Scheduler = StaticScheduler[Any] | AdaptiveScheduler[Any] | StagedScheduler[Any]
 
 
 def build_scheduler(
@@ -89,11 +137,27 @@ def build_scheduler(
     size_temperature: float = 0.0,
     settings: AdaptiveSettings | None = None,
     rounds_per_step: int = 1,
-) -> StaticScheduler[T] | AdaptiveScheduler[T]:
-    """The run's task scheduler; ``weights`` (tempered by size when asked) are the static prior."""
+    prompt_stages: Sequence[PromptStage[T]] = (),
+) -> StaticScheduler[T] | AdaptiveScheduler[T] | StagedScheduler[T]:
+    """The run's task scheduler; ``weights`` (tempered by size when asked) are the static prior. With
+    ``prompt_stages`` each stage draws from its filtered suites (one stage: a plain scheduler over them)."""
+    if mode not in ("static", "adaptive"):
+        raise ValueError(f"unknown scheduler mode {mode!r}; choose 'static' or 'adaptive'")
     prior = tempered_weights(suites, weights, size_temperature)
-    if mode == "static":
-        return StaticScheduler(suites, prior, seed=seed, rounds_per_step=rounds_per_step)
+    if prompt_stages:
+        stage_at(prompt_stages, 0)  # the stages start at step 0
     if mode == "adaptive":
-        return AdaptiveScheduler(suites, prior, seed=seed, settings=settings or AdaptiveSettings())
-    raise ValueError(f"unknown scheduler mode {mode!r}; choose 'static' or 'adaptive'")
+        stages = tuple((s.from_step, s.suites) for s in prompt_stages)
+        return AdaptiveScheduler(
+            suites, prior, seed=seed, settings=settings or AdaptiveSettings(), stages=stages
+        )
+    if not prompt_stages:
+        return StaticScheduler(suites, prior, seed=seed, rounds_per_step=rounds_per_step)
+    if len(prompt_stages) == 1:
+        return StaticScheduler(prompt_stages[0].suites, prior, seed=seed, rounds_per_step=rounds_per_step)
+    return StagedScheduler(
+        tuple(
+            (s.from_step, StaticScheduler(s.suites, prior, seed=seed, rounds_per_step=rounds_per_step))
+            for s in prompt_stages
+        )
+    )
