@@ -94,8 +94,9 @@ def test_bad_requests_get_openai_errors(server: tuple[str, object]) -> None:
             model=NAME,
             messages=MESSAGES,
             tools=[{"type": "function", "function": {"name": "f"}}],  # type: ignore[arg-type,list-item]
+            stream=True,
         )
-    assert "tools" in tools.value.message
+    assert tools.value.param == "stream" and "tools" in tools.value.message
     with pytest.raises(openai.BadRequestError) as long:
         client.chat.completions.create(model=NAME, messages=MESSAGES, max_tokens=2040)  # type: ignore[arg-type]
     assert "context length" in long.value.message  # the tiny model's context is 2048 tokens

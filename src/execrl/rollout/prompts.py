@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -64,7 +64,7 @@ def render_chat(
 ) -> str:
     """The chat template's text of ``messages`` (``tools``: OpenAI tool declarations, for templates that
     render them)."""
-    extra = {"tools": list(tools)} if tools else {}
+    extra: dict[str, Any] = {"tools": list(tools)} if tools else {}
     return str(
         tokenizer.apply_chat_template(
             [dict(m) for m in messages], tokenize=False, add_generation_prompt=generation_prompt, **extra
@@ -91,7 +91,7 @@ def extension_ids(
     reasoning) does not extend the text so far, and this raises instead of silently drifting.
     """
     full = render_chat(tokenizer, [*messages, *appended], generation_prompt=True, tools=tools)
-    so_far = tokenizer.decode(list(context_ids), skip_special_tokens=False)
+    so_far = str(tokenizer.decode(list(context_ids), skip_special_tokens=False))
     if not full.startswith(so_far):
         raise ValueError(
             "the chat template does not extend the conversation so far (it rewrites earlier turns); "

@@ -1,24 +1,34 @@
 """The OpenAI chat-completions wire format (the subset ``execrl serve`` implements), validated with pydantic.
 
-Supported request fields: ``model``, ``messages`` (system/user/assistant, string content), ``n``,
-``temperature``, ``top_p``, ``max_tokens`` (or ``max_completion_tokens``), ``stop``, ``seed``, ``stream``.
-Fields the server cannot honour (``tools``, ``logprobs``, ``response_format``...) are refused with a 400
-naming the field rather than silently ignored; unknown fields the official client may add with default
+Supported request fields: ``model``, ``messages`` (system/user/assistant/tool, string content; assistant
+messages may carry ``tool_calls``, tool messages need ``tool_call_id``), ``tools`` (function declarations,
+their ``parameters`` checked as JSON schemas), ``tool_choice`` (``"auto"`` or ``"none"``), ``n``,
+``temperature``, ``top_p``, ``max_tokens`` (or ``max_completion_tokens``), ``stop``, ``seed``, ``stream``
+(not together with ``tools``). Fields the server cannot honour (``functions``, ``logprobs``,
+``response_format``...) are refused with a 400 naming the field rather than silently ignored; unknown fields the official client may add with default
 values (``stream_options``, ``user``) are accepted. Errors use OpenAI's shape:
 ``{"error": {"message", "type", "param", "code"}}``.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-__all__ = ["ChatMessageIn", "ChatRequest", "RequestError", "error_body", "parse_chat_request"]
+__all__ = [
+    "ChatMessageIn",
+    "ChatRequest",
+    "FunctionDef",
+    "RequestError",
+    "ToolCallIn",
+    "ToolDecl",
+    "error_body",
+    "parse_chat_request",
+]
 
 UNSUPPORTED_FIELDS = (
-    "tools",
-    "tool_choice",
     "functions",
     "function_call",
     "logprobs",
@@ -58,11 +68,80 @@ def error_body(err: RequestError) -> dict[str, Any]:
     return {"error": {"message": err.message, "type": err.error_type, "param": err.param, "code": err.code}}
 
 
+class FunctionCallIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    arguments: str  # a JSON object, encoded, as OpenAI sends it
+
+    @field_validator("arguments")
+    @classmethod
+    def _json_object(cls, value: str) -> str:
+        try:
+            decoded = json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"arguments must be a JSON object encoded as a string: {exc}") from exc
+        if not isinstance(decoded, dict):
+            raise ValueError("arguments must be a JSON object encoded as a string")
+        return value
+
+
+class ToolCallIn(BaseModel):
+    """A call of an earlier assistant turn, sent back by the client."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(min_length=1)
+    type: Literal["function"] = "function"
+    function: FunctionCallIn
+
+
 class ChatMessageIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    role: Literal["system", "user", "assistant"]
-    content: str
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
     name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None  # assistant messages only
+    tool_call_id: str | None = None  # tool messages only
+
+    @model_validator(mode="after")
+    def _role_fields(self) -> ChatMessageIn:
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError("only assistant messages carry tool_calls")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs tool_call_id (the id of the call it answers)")
+        if self.role != "tool" and self.tool_call_id is not None:
+            raise ValueError("only tool messages carry tool_call_id")
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError("content must be a string (it may be null only for an assistant tool call)")
+        return self
+
+
+class FunctionDef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None  # JSON schema of the arguments object
+    strict: bool | None = None  # accepted; arguments are checked at the top level only (tool_calls.py)
+
+    @field_validator("parameters")
+    @classmethod
+    def _schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        from jsonschema import Draft202012Validator, SchemaError
+
+        if value is None:
+            return None
+        if value.get("type") != "object":
+            raise ValueError('parameters must be a JSON schema with "type": "object"')
+        try:
+            Draft202012Validator.check_schema(value)
+        except SchemaError as exc:
+            raise ValueError(f"parameters is not a valid JSON schema: {exc.message}") from exc
+        return value
+
+
+class ToolDecl(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["function"]
+    function: FunctionDef
 
 
 class ChatRequest(BaseModel):
@@ -78,6 +157,8 @@ class ChatRequest(BaseModel):
     stop: str | list[str] | None = None
     seed: int | None = Field(None, ge=0, lt=2**63, strict=True)
     stream: bool = False
+    tools: list[ToolDecl] | None = None
+    tool_choice: Literal["auto", "none"] | None = None
 
     @field_validator("stop")
     @classmethod
@@ -102,9 +183,32 @@ def parse_chat_request(body: Any) -> ChatRequest:
     for name in UNSUPPORTED_FIELDS:
         if body.get(name) not in (None, False, [], {}):
             raise RequestError(f"'{name}' is not supported by execrl serve", param=name)
+    choice = body.get("tool_choice")
+    if choice is not None and choice not in ("auto", "none"):
+        raise RequestError(
+            f'tool_choice {choice!r} is not supported by execrl serve: only "auto" and "none" '
+            "(a required or named function is not enforced)",
+            param="tool_choice",
+        )
     try:
-        return ChatRequest.model_validate(body)
+        req = ChatRequest.model_validate(body)
     except ValidationError as exc:
         first = exc.errors()[0]
         param = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"]).lstrip(".") or None
         raise RequestError(f"{param}: {first['msg']}", param=param) from exc
+    _check_tools(req)
+    return req
+
+
+def _check_tools(req: ChatRequest) -> None:
+    names: set[str] = set()
+    for i, tool in enumerate(req.tools or ()):
+        if tool.function.name in names:
+            param = f"tools[{i}].function.name"
+            raise RequestError(f"{param}: a second tool named {tool.function.name!r}", param=param)
+        names.add(tool.function.name)
+    if req.tools and req.stream:
+        raise RequestError(
+            "stream=true with tools is not supported by execrl serve; send the request without stream",
+            param="stream",
+        )

@@ -118,6 +118,7 @@ class Choice:
     text: str
     token_ids: tuple[int, ...]
     finish_reason: str  # "stop" | "length"
+    stop_string: str | None = None  # the stop string that ended it (cut from ``text``)
 
 
 @dataclass(frozen=True)
@@ -167,8 +168,17 @@ class Streamed:
 
 def trim_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
     """``text`` cut before the earliest stop string (OpenAI excludes it), and whether one was found."""
-    cuts = [i for i in (text.find(s) for s in stops) if i >= 0]
-    return (text[: min(cuts)], True) if cuts else (text, False)
+    cut, stop = cut_at_stop(text, stops)
+    return cut, stop is not None
+
+
+def cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, str | None]:
+    """``text`` cut before the earliest stop string, and that stop string (None: no stop string)."""
+    cuts = [(i, s) for s in stops if (i := text.find(s)) >= 0]
+    if not cuts:
+        return text, None
+    at, stop = min(cuts, key=lambda cut: cut[0])
+    return text[:at], stop
 
 
 def split_batch(batch: RolloutBatch, stops: Sequence[str]) -> list[Generated]:
@@ -178,9 +188,9 @@ def split_batch(batch: RolloutBatch, stops: Sequence[str]) -> list[Generated]:
     for p, prompt in enumerate(batch.prompt_token_ids):
         choices = []
         for row in range(p * n, (p + 1) * n):
-            text, stopped = trim_at_stop(batch.texts[row], stops)
-            finish = "stop" if stopped else batch.finish_reasons[row]
-            choices.append(Choice(text, tuple(batch.completion_token_ids(row)), finish))
+            text, stop = cut_at_stop(batch.texts[row], stops)
+            finish = "stop" if stop is not None else batch.finish_reasons[row]
+            choices.append(Choice(text, tuple(batch.completion_token_ids(row)), finish, stop))
         out.append(Generated(tuple(choices), len(prompt)))
     return out
 

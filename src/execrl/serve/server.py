@@ -1,7 +1,7 @@
 """``execrl serve``: an OpenAI-compatible HTTP server over the rollout engine (aiohttp).
 
 Endpoints: ``POST /v1/chat/completions`` (``n``, ``temperature``, ``top_p``, ``max_tokens``, ``stop``,
-``seed``, ``stream``; usage counts), ``GET /v1/models``, ``GET /health``. Concurrent requests are batched
+``seed``, ``stream``, ``tools``; usage counts), ``GET /v1/models``, ``GET /health``. Concurrent requests are batched
 into one generation (:mod:`execrl.serve.batcher`). The official ``openai`` Python client is the test client.
 
 One request's path: the body is read under the sandbox service's edge rules (``sandbox/service/http_edge.py``:
@@ -17,7 +17,8 @@ decodes them (:mod:`execrl.serve.stream`).
 Authentication: none unless ``api_key`` is set (``--api-key`` or ``EXECRL_API_KEY``): then every
 endpoint but ``/health`` wants ``Authorization: Bearer KEY`` (401 otherwise, OpenAI's ``invalid_api_key``).
 Bind to localhost (the default) or put it behind a proxy with TLS: the key travels in clear over HTTP.
-Plain-text content only (no images, no tools).
+Plain-text content only (no images). Tool calls: ``tool_calls.py`` (rendered as ``execrl.tools`` trains
+them; no streaming with tools).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from execrl.serve.batcher import (
     Streamed,
 )
 from execrl.serve.stream import stream_chat
+from execrl.serve.tool_calls import answer_message, chat_messages, declarations, encode_chat, renders_tools
+from execrl.tools.calls import CALL_END
 
 if TYPE_CHECKING:
     from execrl.rollout.hf_engine import HFEngine
@@ -120,6 +123,7 @@ class _State:
     max_prompt_tokens: int
     token_chars: int  # the longest token's text: a prompt of C characters has >= C / token_chars tokens
     tokenizing: ThreadPoolExecutor
+    template_tools: bool  # the chat template renders ``tools`` itself (tool_calls.renders_tools)
 
 
 _BATCHER = web.AppKey("batcher", Batcher)
@@ -145,6 +149,7 @@ def build_app(engine: HFEngine, config: ServeConfig) -> web.Application:
         min(context, config.max_prompt_tokens or context),
         _longest_token_chars(engine.tokenizer),
         ThreadPoolExecutor(1, thread_name_prefix="execrl-tokenize"),
+        renders_tools(engine.tokenizer),
     )
     limits = BatcherLimits(**config._batcher_fields())
     app[_BATCHER] = Batcher(engine, limits=limits, seed=config.seed)
@@ -271,7 +276,7 @@ async def _chat(request: web.Request) -> web.StreamResponse:
         generated = await batcher.submit(prompt_ids, params, seeded=seeded)
     except (EngineFailed, ServerStopping, QueueFull, ValueError) as exc:
         raise _submit_error(exc) from exc
-    return web.json_response(_completion_body(state, generated, completion_id))
+    return web.json_response(_completion_body(state, generated, completion_id, declarations(req)))
 
 
 def _submit_error(exc: BaseException) -> RequestError:
@@ -312,15 +317,15 @@ def _too_long(state: _State, what: str) -> RequestError:
 
 async def _encode(state: _State, req: ChatRequest) -> list[int]:
     """The prompt's token ids, tokenised on a worker thread after a bound in characters (module doc)."""
-    from execrl.rollout.prompts import encode_prompts
-
-    chars = sum(len(m.content) + len(m.role) for m in req.messages)
+    messages = chat_messages(req, template_tools=state.template_tools)
+    chars = sum(len(m["content"]) + len(m["role"]) for m in messages)
     if chars > state.max_prompt_tokens * state.token_chars:
         raise _too_long(state, f"the messages hold {chars} characters, more than that many tokens can")
-    messages = [{"role": m.role, "content": m.content} for m in req.messages]
+    tools = declarations(req) if state.template_tools else None
     loop = asyncio.get_running_loop()
-    encoded = await loop.run_in_executor(state.tokenizing, encode_prompts, state.engine.tokenizer, [messages])
-    prompt_ids: list[int] = encoded[0]
+    prompt_ids = await loop.run_in_executor(
+        state.tokenizing, encode_chat, state.engine.tokenizer, messages, tools
+    )
     if len(prompt_ids) > state.max_prompt_tokens:
         raise _too_long(state, f"the messages take {len(prompt_ids)} tokens")
     return prompt_ids
@@ -345,21 +350,18 @@ def _params(
         max_new_tokens=max_new,
         temperature=req.temperature,
         top_p=req.top_p,
-        stop_strings=req.stop_strings,
+        stop_strings=(*req.stop_strings, CALL_END) if declarations(req) else req.stop_strings,
         seed=req.seed or 0,
     )
 
 
-def _completion_body(state: _State, generated: Generated, completion_id: str) -> dict[str, Any]:
-    choices = [
-        {
-            "index": i,
-            "message": {"role": "assistant", "content": c.text},
-            "finish_reason": c.finish_reason,
-            "logprobs": None,
-        }
-        for i, c in enumerate(generated.choices)
-    ]
+def _completion_body(
+    state: _State, generated: Generated, completion_id: str, declared: list[dict[str, Any]] | None
+) -> dict[str, Any]:
+    choices = []
+    for i, c in enumerate(generated.choices):
+        message, finish = answer_message(c, declared)
+        choices.append({"index": i, "message": message, "finish_reason": finish, "logprobs": None})
     return {
         "id": completion_id,
         "object": "chat.completion",

@@ -21,6 +21,10 @@ block in a ``tool`` message. This is the code-interpreter format of ToRL (Li et 
 prompts with ```` ```python ```` blocks and never with a ``<tool_call>``. Generation stops at a closing
 fence (``"\n```\n"``); a turn that ends without a closed python block is the final answer. Only the
 ``python`` tool can be called this way.
+
+:func:`read_call` is the schema-free half of :func:`parse_call` (``execrl serve`` checks a call against
+the client's declarations with :func:`check_call`); :func:`call_text` writes a call back as text, so a
+served conversation renders as a trained Hermes episode does.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from execrl.tools.registry import ToolError, argument_problems, get_tool
+from execrl.tools.registry import ToolError, get_tool, schema_problems
 
 __all__ = [
     "CALL_END",
@@ -41,6 +45,8 @@ __all__ = [
     "CallFormat",
     "ToolCall",
     "call_stop",
+    "call_text",
+    "check_call",
     "error_text",
     "find_call",
     "hermes_system_prompt",
@@ -49,6 +55,7 @@ __all__ = [
     "prompt_messages",
     "python_block_system_prompt",
     "response_content",
+    "read_call",
     "template_renders_tools",
 ]
 
@@ -119,8 +126,10 @@ def prompt_messages(
     return [{"role": "system", "content": block}, *out]
 
 
-def parse_call(text: str, offered: Sequence[str]) -> ToolCall | CallError | None:
-    """The call at the end of a model turn (``None``: the turn calls no tool)."""
+def read_call(text: str) -> tuple[str, Any] | CallError | None:
+    """The name and arguments of the call at the end of a model turn, unchecked against any schema
+    (``None``: the turn calls no tool). Arguments sent as a JSON string (the OpenAI wire format) are
+    decoded."""
     start = text.rfind(CALL_START)
     if start < 0:
         return None
@@ -135,21 +144,45 @@ def parse_call(text: str, offered: Sequence[str]) -> ToolCall | CallError | None
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         return CallError("bad_call", 'a call is a JSON object {"name": "<tool>", "arguments": {...}}')
     name, arguments = data["name"], data.get("arguments", {})
-    if isinstance(arguments, str):  # the OpenAI wire format sends arguments as a JSON string
+    if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
         except ValueError as exc:
             return CallError("bad_json", f"the arguments string is not valid JSON: {exc}")
+    return name, arguments
+
+
+def check_call(name: str, arguments: Any, schemas: Mapping[str, Mapping[str, Any]]) -> ToolCall | CallError:
+    """``name(arguments)`` against ``schemas`` (offered tool name -> JSON schema of its arguments)."""
+    if name not in schemas:
+        return CallError("unknown_tool", f"unknown tool {name!r}; available tools: {', '.join(schemas)}")
+    problems = schema_problems(name, schemas[name], arguments)
+    if problems:
+        return CallError("bad_arguments", "; ".join(problems))
+    return ToolCall(name, arguments)
+
+
+def parse_call(text: str, offered: Sequence[str]) -> ToolCall | CallError | None:
+    """The call at the end of a model turn (``None``: the turn calls no tool), checked against the
+    registered tools ``offered``."""
+    read = read_call(text)
+    if read is None or isinstance(read, CallError):
+        return read
+    name, arguments = read
     if name not in offered:
         return CallError("unknown_tool", f"unknown tool {name!r}; available tools: {', '.join(offered)}")
     try:
         tool = get_tool(name)
     except ToolError as exc:
         return CallError("not_offered", str(exc))
-    problems = argument_problems(tool, arguments)
-    if problems:
-        return CallError("bad_arguments", "; ".join(problems))
-    return ToolCall(name, arguments)
+    return check_call(name, arguments, {name: tool.parameters})
+
+
+def call_text(name: str, arguments: Any) -> str:
+    """A call as the model writes it (the Hermes prompt's layout), for re-rendering a call a client sends
+    back as OpenAI ``tool_calls``."""
+    body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    return f"{CALL_START}\n{body}\n{CALL_END}"
 
 
 def parse_python_block(text: str) -> ToolCall | CallError | None:

@@ -33,6 +33,7 @@ __all__ = [
     "argument_problems",
     "get_tool",
     "register_tool",
+    "schema_problems",
     "tool_names",
     "unregister_tool",
 ]
@@ -126,16 +127,22 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 
 def argument_problems(tool: Tool, arguments: Any) -> list[str]:
     """Why ``arguments`` do not fit ``tool.parameters`` (empty: they do). Top level only."""
+    return schema_problems(tool.name, tool.parameters, arguments)
+
+
+def schema_problems(name: str, parameters: Mapping[str, Any], arguments: Any) -> list[str]:
+    """Why ``arguments`` do not fit the JSON schema ``parameters`` of the tool ``name`` (empty: they do).
+    Top level only: an object, every ``required`` key, no undeclared key, each declared key's ``type``."""
     if not isinstance(arguments, dict):
         return [f"arguments must be a JSON object, got {type(arguments).__name__}"]
-    properties: Mapping[str, Any] = tool.parameters.get("properties", {})
-    required: Sequence[str] = tool.parameters.get("required", ())
+    properties: Mapping[str, Any] = parameters.get("properties", {})
+    required: Sequence[str] = parameters.get("required", ())
     problems = [f"missing required argument {key!r}" for key in required if key not in arguments]
     for key, value in arguments.items():
         if key not in properties:
-            problems.append(f"unknown argument {key!r}; {tool.name} takes {sorted(properties)}")
+            problems.append(f"unknown argument {key!r}; {name} takes {sorted(properties)}")
             continue
-        kind = properties[key].get("type")
+        kind = properties[key].get("type") if isinstance(properties[key], Mapping) else None
         kinds = _JSON_TYPES.get(kind) if isinstance(kind, str) else None
         wrong_bool = isinstance(value, bool) and kind in ("integer", "number")
         if kinds is not None and (not isinstance(value, kinds) or wrong_bool):

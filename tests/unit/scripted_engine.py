@@ -1,6 +1,6 @@
-"""An engine that answers from a script instead of a model, for the tool-episode tests: each call's
-prompts are recorded, and a turn is the script's text tokenised, cut after ``</tool_call>`` (the stop
-string) or closed with ``<|im_end|>`` as a model would."""
+"""An engine that answers from a script instead of a model, for the tool-episode tests and the serve
+tool-call tests: each call's prompts are recorded, and a turn is the script's text tokenised, cut after
+``</tool_call>`` (the stop string) or closed with ``<|im_end|>`` as a model would."""
 
 from __future__ import annotations
 
