@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "execrl.bench.cli",  # bench sandbox|rewards|rollout|train|serve
     "execrl.serve.cli",  # export, serve
     "execrl.refine.cli",  # refine, refine show
+    "execrl.tools.cli",  # tools run
 )
 
 

@@ -84,7 +84,9 @@ def test_tool_recipe_evaluates_base_and_trained_on_held_out_tasks(
     held_out = tmp_path / "held_out.jsonl"
     save_tasks(load_suite("tools", "test")[:4], str(held_out))
     out = tmp_path / "run"
-    args = [a for a in _args(tiny_model_dir, tools_file, out) if not a.startswith(("eval.", "run.total_steps"))]
+    args = [
+        a for a in _args(tiny_model_dir, tools_file, out) if not a.startswith(("eval.", "run.total_steps"))
+    ]
     args += ["eval.enabled=true", f'tasks.eval_suites=["{held_out}"]', "eval.samples_per_task=3",
              "run.total_steps=1"]  # fmt: skip
     done = subprocess.run([*EXECRL, "train", "--no-progress", *args], env=_env(), capture_output=True,

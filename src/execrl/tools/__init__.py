@@ -3,8 +3,9 @@
 Modules: ``registry.py`` (``Tool`` in the OpenAI ``tools`` format, ``register_tool``), ``builtin.py``
 (``python``: a cell in the episode's sandbox session; ``run_tests``: the task's visible tests),
 ``calls.py`` (declaring tools to the model, Hermes ``<tool_call>`` parsing, structured errors),
-``episode.py`` (the episode loop, token budgets, output truncation, the judge on the hidden tests) and
-``metrics.py`` (the per-step tool metrics). One request: ``rollout_tool_episodes`` renders the prompt with
+``episode.py`` (the episode loop, token budgets, output truncation, the judge on the hidden tests),
+``metrics.py`` (the per-step tool metrics) and ``remote.py`` (the same episodes against any OpenAI-compatible
+endpoint, ``execrl tools run`` in ``cli.py``). One request: ``rollout_tool_episodes`` renders the prompt with
 the tools -> the engine samples until ``</tool_call>`` -> ``parse_call`` -> the tool runs in the
 episode's forked session -> its answer is appended as a ``tool`` message (ids exact, masked) -> ... ->
 the final answer is scored on the hidden tests in fresh jails.
@@ -25,9 +26,12 @@ from execrl.tools.registry import (
     tool_names,
     unregister_tool,
 )
+from execrl.tools.remote import Endpoint, RemoteEpisode, run_remote_episodes
 
 __all__ = [
     "CallError",
+    "Endpoint",
+    "RemoteEpisode",
     "Tool",
     "ToolCall",
     "ToolConfig",
@@ -39,6 +43,7 @@ __all__ = [
     "parse_call",
     "register_tool",
     "rollout_tool_episodes",
+    "run_remote_episodes",
     "tool_metrics",
     "tool_names",
     "truncate_output",

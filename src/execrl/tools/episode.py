@@ -45,6 +45,7 @@ from execrl.tasks.schema import SessionSpec, Task, prompt_for_chat
 from execrl.tools.calls import (
     CallError,
     CallFormat,
+    ToolCall,
     call_stop,
     error_text,
     find_call,
@@ -60,7 +61,17 @@ if TYPE_CHECKING:
     from execrl.rollout.types import SamplingParams
     from execrl.sandbox.sessions.api import Session
 
-__all__ = ["ToolConfig", "ToolEpisode", "rollout_tool_episodes", "truncate_output"]
+__all__ = [
+    "ToolConfig",
+    "ToolEpisode",
+    "Verdict",
+    "answer_text",
+    "judge_answers",
+    "offered_tools",
+    "open_sessions",
+    "rollout_tool_episodes",
+    "truncate_output",
+]
 
 
 @dataclass(frozen=True)
@@ -131,12 +142,12 @@ def truncate_output(tokenizer: Any, text: str, *, max_tokens: int, budget_left: 
     return f"{kept}\n[... {len(ids) - max_tokens} tokens cut; {left} tokens of the episode budget left]", True
 
 
-def _offered(task: Task, config: ToolConfig) -> tuple[str, ...]:
+def offered_tools(task: Task, config: ToolConfig) -> tuple[str, ...]:
     return task.session.tools if task.session is not None else config.default_tools
 
 
 def _start(tokenizer: Any, task: Task, index: int, config: ToolConfig) -> ToolEpisode:
-    offered = _offered(task, config)
+    offered = offered_tools(task, config)
     if config.call_format == "python_block" and "python" not in offered:
         raise ValueError(
             f"task {task.id!r} offers the tools {list(offered)}; tools.call_format='python_block' can call "
@@ -160,7 +171,7 @@ def _declarations(e: ToolEpisode) -> list[dict[str, Any]] | None:
     return [get_tool(name).declaration() for name in e.offered] if e.template_tools else None
 
 
-def _open_sessions(
+def open_sessions(
     runner: SyncRunner, tasks: Sequence[Task], samples: int, config: ToolConfig
 ) -> tuple[list[Any], list[Session]]:
     """One template per task (its files and setup cells), forked into one session per episode."""
@@ -207,6 +218,13 @@ def _generate(engine: Engine, tokenizer: Any, episodes: list[ToolEpisode], param
     return out
 
 
+def answer_text(call: ToolCall | CallError, context: ToolContext) -> str:
+    """What answers a call: the tool's output, or the structured error of a malformed call."""
+    if isinstance(call, CallError):
+        return error_text(call)
+    return get_tool(call.name).run(call.arguments, context).text
+
+
 def _answer_call(
     tokenizer: Any, e: ToolEpisode, task: Task, context: ToolContext, config: ToolConfig
 ) -> None:
@@ -220,12 +238,9 @@ def _answer_call(
         e.stop = "max_tool_calls" if e.tool_calls >= config.max_tool_calls else "episode_tokens"
         return
     e.tool_calls += 1
+    e.parse_errors += isinstance(call, CallError)
     started = time.perf_counter()
-    if isinstance(call, CallError):
-        e.parse_errors += 1
-        text = error_text(call)
-    else:
-        text = get_tool(call.name).run(call.arguments, context).text
+    text = answer_text(call, context)
     e.tool_time_s += time.perf_counter() - started
     left = config.max_episode_tokens - e.tokens_used
     text, cut = truncate_output(
@@ -257,7 +272,7 @@ def rollout_tool_episodes(
     from execrl.rollout.engine import reusing_prefixes
 
     starts = [_start(tokenizer, t, i, config) for i, t in enumerate(tasks)]
-    templates, sessions = _open_sessions(runner, tasks, samples_per_prompt, config)
+    templates, sessions = open_sessions(runner, tasks, samples_per_prompt, config)
     try:
         with reusing_prefixes(engine, max_bytes=config.reuse_kv_max_bytes, max_conversations=1 << 20):
             episodes = _generate(engine, tokenizer, starts, params, samples_per_prompt, config)
@@ -285,14 +300,37 @@ def rollout_tool_episodes(
     return episodes
 
 
+@dataclass(frozen=True)
+class Verdict:
+    reward: float  # the hidden-test reward minus parse_error_penalty per malformed call
+    valid: bool
+    passed: bool
+    reason: str
+
+
+def judge_answers(
+    tasks: Sequence[Task], answers: Sequence[str], parse_errors: Sequence[int], *, runner: SyncRunner,
+    config: ToolConfig,
+) -> list[Verdict]:  # fmt: skip
+    """Final answers (one per task, in order) on the hidden tests, in fresh jails (nothing of the
+    sessions reaches them); the judge of training episodes and of ``execrl tools run``."""
+    hidden = score_batch(
+        list(tasks), list(answers), sandbox=runner, config=replace(config.reward, use_hidden_tests=True)
+    )
+    return [
+        Verdict(
+            score.reward - config.parse_error_penalty * errors, score.valid, score.passed, score.reason_code
+        )
+        for score, errors in zip(hidden, parse_errors, strict=True)
+    ]
+
+
 def _judge(
     tasks: Sequence[Task], episodes: list[ToolEpisode], runner: SyncRunner, config: ToolConfig
 ) -> None:
-    """The final answers on the hidden tests, in fresh jails (nothing of the sessions reaches them)."""
-    hidden = score_batch(
-        [tasks[e.task_index] for e in episodes], [e.final_text for e in episodes], sandbox=runner,
-        config=replace(config.reward, use_hidden_tests=True),
+    verdicts = judge_answers(
+        [tasks[e.task_index] for e in episodes], [e.final_text for e in episodes],
+        [e.parse_errors for e in episodes], runner=runner, config=config,
     )  # fmt: skip
-    for e, score in zip(episodes, hidden, strict=True):
-        e.reward = score.reward - config.parse_error_penalty * e.parse_errors
-        e.valid, e.passed, e.reason = score.valid, score.passed, score.reason_code
+    for e, v in zip(episodes, verdicts, strict=True):
+        e.reward, e.valid, e.passed, e.reason = v.reward, v.valid, v.passed, v.reason
