@@ -33,7 +33,7 @@ import torch
 from execrl.tasks.schema import MathSpec, SessionSpec, Task, TaskMetadata
 from execrl.tools import ToolConfig, ToolEpisode, rollout_tool_episodes
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "tools"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))  # scripted_engine.py
 from scripted_engine import ScriptedEngine  # noqa: E402
 
 REPEAT = 64

@@ -21,7 +21,7 @@ from execrl.sandbox.types import CodeTest
 from execrl.tasks.schema import CodeSpec, Task, TaskMetadata
 from execrl.tools import ToolConfig, rollout_tool_episodes
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "tools"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))  # scripted_engine.py
 from scripted_engine import ScriptedEngine  # noqa: E402
 
 MARK = "HIDDEN_CASE_5521"
