@@ -52,7 +52,9 @@ def test_tool_recipe_runs_and_resumes_bit_exact(
     straight_dir = _run_dir(straight_out)
     rows = _metrics(straight_dir)
     assert [r["step"] for r in rows] == [0, 1, 2]
-    for key in ("tools/calls_per_episode", "tools/truncated_outputs", "tools/stop_answer", "reward/mean"):
+    keys = ("tools/calls_per_episode", "tools/truncated_outputs", "tools/stop_answer", "reward/mean",
+            "hack/flagged_rate")  # the audit runs on the final answers  # fmt: skip
+    for key in keys:
         assert all(key in r for r in rows), key
     assert all(key in r for r in _rows(straight_dir) for key in WALL_CLOCK)
     killed_dir = sigkill_then_resume(_args(tiny_model_dir, tools_file, killed_out), killed_out)

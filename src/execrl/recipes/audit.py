@@ -122,20 +122,34 @@ def audit_step(
     """Audit, count, record one training step; returns its ``audit/*``, ``hack/*``, ``perf/audit_*``."""
     if not config.audit.enabled:
         return {}
+    tasks = [groups.tasks[g] for g in groups.rollout.group_index.tolist()]
+    return audit_completions(run_dir, step, tasks, list(groups.rollout.texts), groups.scores,
+                             sandbox=sampler.sandbox, reward=sampler.reward, config=config, step_s=step_s)  # fmt: skip
+
+
+def audit_completions(
+    run_dir: Path,
+    step: int,
+    tasks: Sequence[Task],
+    completions: Sequence[str],
+    scores: Sequence[Score],
+    *,
+    sandbox: SyncRunner,
+    reward: RewardConfig,
+    config: TrainConfig,
+    step_s: float,
+) -> dict[str, float]:
+    """``audit_step`` on rows given one by one: the task, the scored text and its reward ``Score`` of
+    each (the tool recipe passes its episodes' final answers and the judge's scores)."""
     t0 = time.perf_counter()
     rows = audit_rows(
-        [groups.tasks[g] for g in groups.rollout.group_index.tolist()],
-        list(groups.rollout.texts),
-        groups.scores,
-        sandbox=sampler.sandbox,
-        reward=sampler.reward,
-        share=config.audit.share,
+        tasks, completions, scores, sandbox=sandbox, reward=reward, share=config.audit.share,
         seed=f"{config.run.seed}:audit:{step}",
-    )
+    )  # fmt: skip
     metrics = audit_metrics(outcome_of(rows)) | hack_metrics([r.flags for r in rows])
     write_flagged(run_dir / HACK_FILE, step, rows, limit=config.audit.flagged_per_step)
     own_s = time.perf_counter() - t0
-    tests_s = audit_tests_s(groups.scores)
+    tests_s = audit_tests_s(scores)
     metrics["perf/audit_tests_s"] = tests_s
     metrics["perf/audit_s"] = own_s + tests_s
     metrics["perf/audit_share"] = (own_s + tests_s) / (step_s + own_s)

@@ -23,7 +23,10 @@ hidden pass rate, the reward, tool calls per episode and the share of episodes t
 (``recipes/episode_eval.py``; files ``eval/tools_{base,trained,comparison}.json``).
 
 Limits: no DAPO dynamic sampling, no PPO value head, no async or streamed rollouts, no Ray executor, no
-``sandbox.urls`` (the config refuses each); no reward audit in this recipe yet (a warning says so).
+``sandbox.urls`` (the config refuses each). The reward audit (``audit.enabled``, ``recipes/audit.py``)
+reads the final answers and the judge's scores as the main recipe's completions: the blind audit on tasks
+with audit tests (the ``tools`` suite's value answers have none, so there it only counts suspicious
+behaviour and keeps flagged answers in ``hack.jsonl``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import torch
 
 from execrl.components import setup
 from execrl.config import TrainConfig, build
+from execrl.recipes.audit import audit_completions
 from execrl.recipes.episode_eval import EpisodeEval, evaluate_episodes_once, finish_episode_report
 from execrl.recipes.loop import (
     Run,
@@ -50,12 +54,13 @@ from execrl.recipes.loop import (
     stop_on_signals,
     trained_engine,
 )
+from execrl.rewards import Score
 from execrl.rewards.batch import SyncRunner
 from execrl.rollout.types import SamplingParams
 from execrl.scheduler import domain_metrics, outcomes_from_scores
 from execrl.scheduler.report import write_domain_report
 from execrl.seeding import stream_seed
-from execrl.tools import ToolConfig, rollout_tool_episodes, tool_metrics
+from execrl.tools import ToolConfig, ToolEpisode, rollout_tool_episodes, tool_metrics
 from execrl.trainer import compute_advantages, masked_train_batch, policy_update, prepare_batch
 
 __all__ = ["tool_config", "train", "train_step"]
@@ -65,10 +70,6 @@ log = logging.getLogger("execrl.tools_rl")
 
 def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool = True) -> TrainOutcome:
     # ---- setup: the main loop's run (model, optimizer, scheduler, engine; restored on resume) -----------
-    if config.audit.enabled:
-        log.warning(
-            "audit.enabled: no reward audit in the tool recipe yet (metrics.jsonl has the tool metrics)"
-        )
     run = setup_run(config, resume_dir)
     telemetry = run_telemetry(run, resuming=resume_dir is not None)
     tools, sampling = tool_config(config), setup.sampling_params(config)
@@ -126,7 +127,18 @@ def train_step(
     metrics.update(tool_metrics(episodes, step_s=t2 - t0))
     metrics.update(domain_metrics([(run.tasks.domain_of(o.task_id), o) for o in outcomes], weights))
     metrics.update(step_timings(t0, t1, t2, model_tokens=sum(sum(e.model_mask) for e in episodes)))
+    if config.audit.enabled:  # the final answers, audited and flagged as the main recipe's completions
+        metrics.update(audit_completions(
+            run.run_dir, step, [tasks[e.task_index] for e in episodes], [e.final_text for e in episodes],
+            [_score(e) for e in episodes], sandbox=sandbox, reward=tools.reward, config=config, step_s=t2 - t0,
+        ))  # fmt: skip
     return metrics
+
+
+def _score(episode: ToolEpisode) -> Score:
+    if episode.score is None:
+        raise RuntimeError("a tool episode reached the audit without the judge's score")
+    return episode.score
 
 
 def tools_eval_spec(run: Run, sandbox: SyncRunner, tools: ToolConfig) -> EpisodeEval:

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from execrl.rewards import RewardConfig, score_batch
+from execrl.rewards import RewardConfig, Score, score_batch
 from execrl.rollout.prompts import extension_ids, render_chat, turn_content
 from execrl.tasks.schema import SessionSpec, Task, prompt_for_chat
 from execrl.tools.calls import (
@@ -125,6 +125,7 @@ class ToolEpisode:
     valid: bool = True
     passed: bool = False
     reason: str = ""
+    score: Score | None = None  # the judge's hidden-test score of the final answer (the audit reads it)
 
     @property
     def tokens_used(self) -> int:
@@ -306,6 +307,9 @@ class Verdict:
     valid: bool
     passed: bool
     reason: str
+    score: Score | None = (
+        None  # the hidden-test score itself (with its blind audit when the reward carries it)
+    )
 
 
 def judge_answers(
@@ -319,7 +323,11 @@ def judge_answers(
     )
     return [
         Verdict(
-            score.reward - config.parse_error_penalty * errors, score.valid, score.passed, score.reason_code
+            score.reward - config.parse_error_penalty * errors,
+            score.valid,
+            score.passed,
+            score.reason_code,
+            score,
         )
         for score, errors in zip(hidden, parse_errors, strict=True)
     ]
@@ -333,4 +341,4 @@ def _judge(
         [e.parse_errors for e in episodes], runner=runner, config=config,
     )  # fmt: skip
     for e, v in zip(episodes, verdicts, strict=True):
-        e.reward, e.valid, e.passed, e.reason = v.reward, v.valid, v.passed, v.reason
+        e.reward, e.valid, e.passed, e.reason, e.score = v.reward, v.valid, v.passed, v.reason, v.score
