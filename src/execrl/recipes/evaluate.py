@@ -43,6 +43,16 @@ def evaluate_checkpoint_once(
     if path.exists():
         return dict(json.loads(path.read_text(encoding="utf-8")))
     path.parent.mkdir(parents=True, exist_ok=True)
+    out = evaluate_suites(engine, config, sandbox, label=label, model_name=f"{config.model.path} ({label})")
+    write_json_atomic(path, out)
+    return out
+
+
+def evaluate_suites(
+    engine: Engine, config: TrainConfig, sandbox: Sandbox, *, label: str, model_name: str
+) -> dict[str, Any]:
+    """The run's held-out evaluation of the engine's model: every eval suite's tasks with the run's
+    decoding and reward, and with ``audit.enabled`` the blind audit of the passing completions."""
     out: dict[str, Any] = {"label": label, "suites": {}}
     reward = setup.reward_config(config)
     for suite, tasks in setup.eval_tasks(config).items():
@@ -50,7 +60,7 @@ def evaluate_checkpoint_once(
             engine,  # type: ignore[arg-type]
             tasks,
             suite=suite,
-            model_name=f"{config.model.path} ({label})",
+            model_name=model_name,
             config=run_eval_config(config),
             sandbox=sandbox,
             reward=reward,
@@ -67,7 +77,6 @@ def evaluate_checkpoint_once(
             result.mean_reward.value,
             result.pass_at_k.get("pass@1"),
         )
-    write_json_atomic(path, out)
     return out
 
 
@@ -169,12 +178,11 @@ def eval_as_run(
         raise FileNotFoundError(f"{trained_path}: the run has no held-out evaluation of its trained model")
     model_obj, tokenizer, source = load_any_model(model)
     engine = create_engine("hf", model=model_obj, tokenizer=tokenizer)
-    out: dict[str, Any] = {"label": f"{source.description} as {run_dir}", "suites": {}}
     with Sandbox(SandboxConfig(workers=sandbox_workers)) as sandbox:
-        for suite, tasks in setup.eval_tasks(config).items():
-            result = evaluate(engine, tasks, suite=suite, model_name=source.description,  # type: ignore[arg-type]
-                              config=run_eval_config(config), sandbox=sandbox, reward=setup.reward_config(config))  # fmt: skip
-            out["suites"][suite] = json.loads(json.dumps(result.to_dict()))  # as written: lists, not tuples
+        evaluated = evaluate_suites(
+            engine, config, sandbox, label=f"{source.description} as {run_dir}", model_name=source.description
+        )
+    out: dict[str, Any] = json.loads(json.dumps(evaluated))  # as written: lists, not tuples
     if json_path is not None:
         write_json_atomic(json_path, out)
     trained = json.loads(trained_path.read_text(encoding="utf-8"))

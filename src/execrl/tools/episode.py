@@ -66,6 +66,7 @@ __all__ = [
     "ToolEpisode",
     "Verdict",
     "answer_text",
+    "close_sessions",
     "judge_answers",
     "offered_tools",
     "open_sessions",
@@ -196,6 +197,14 @@ def open_sessions(
     return templates, sessions
 
 
+def close_sessions(templates: Sequence[Any], sessions: Sequence[Session]) -> None:
+    """Close what ``open_sessions`` opened: the forks first, then their templates."""
+    for session in sessions:
+        session.close()
+    for template in templates:
+        template.close()
+
+
 def _generate(engine: Engine, tokenizer: Any, episodes: list[ToolEpisode], params: SamplingParams,
               samples: int, config: ToolConfig) -> list[ToolEpisode]:  # fmt: skip
     """One model turn for each episode (``samples`` copies of each, rows prompt-major), cut to what is
@@ -293,10 +302,7 @@ def rollout_tool_episodes(
         for e, session in zip(episodes, sessions, strict=True):
             e.session_memory_mb = session.stats().peak_memory_mb
     finally:
-        for session in sessions:
-            session.close()
-        for template in templates:
-            template.close()
+        close_sessions(templates, sessions)
     _judge(tasks, episodes, runner, config)
     return episodes
 

@@ -41,6 +41,7 @@ from execrl.tools.calls import CALL_END, CALL_START, CallError, ToolCall, call_t
 from execrl.tools.episode import (
     ToolConfig,
     answer_text,
+    close_sessions,
     judge_answers,
     offered_tools,
     open_sessions,
@@ -50,7 +51,6 @@ from execrl.tools.registry import ToolContext, get_tool
 
 if TYPE_CHECKING:
     from execrl.rewards.batch import SyncRunner
-    from execrl.sandbox.sessions.api import Session
 
 __all__ = ["Endpoint", "EndpointError", "RemoteEpisode", "run_remote_episodes", "summarize"]
 
@@ -242,7 +242,7 @@ def run_remote_episodes(
             context = ToolContext(task, session, runner, config.reward)
             episodes.append(_episode(endpoint, task, context, config, tokenizer))
     finally:
-        _close(sessions, templates)
+        close_sessions(templates, sessions)
     verdicts = judge_answers(
         tasks,
         [e.final_text for e in episodes],
@@ -253,13 +253,6 @@ def run_remote_episodes(
     for e, v in zip(episodes, verdicts, strict=True):
         e.reward, e.valid, e.passed, e.reason = v.reward, v.valid, v.passed, v.reason
     return episodes
-
-
-def _close(sessions: Sequence[Session], templates: Sequence[Any]) -> None:
-    for session in sessions:
-        session.close()
-    for template in templates:
-        template.close()
 
 
 def summarize(episodes: Sequence[RemoteEpisode]) -> dict[str, float]:
