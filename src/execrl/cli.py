@@ -12,6 +12,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from execrl.memory import return_freed_memory_to_os
+
 # Modules that add subcommands, in the order they appear in --help.
 COMMAND_MODULES: tuple[str, ...] = (
     "execrl.recipes.cli",  # train, eval, compare
@@ -56,6 +58,7 @@ def _input_errors() -> tuple[type[Exception], ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return_freed_memory_to_os()  # before any tensor: freed activations leave the RSS (execrl.memory)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
