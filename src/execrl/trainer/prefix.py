@@ -8,7 +8,10 @@ its keys/values are then indexed out to the rows that share it, and only the col
 attending to that cache. Causal attention makes this exact: no position before ``c`` can see anything after
 it, so the context's hidden states and keys/values are the same in every row that has the same context.
 Gradients flow back through the index (``index_select``'s backward sums the rows' contributions), so the
-gradient equals the plain pass's up to float rounding (checked in float64 by the unit tests).
+gradient equals the plain pass's up to float rounding (checked in float64 by the unit tests). On CPU that sum
+runs in row order whatever the thread count, so a step's gradient is bit-reproducible (the SIGKILL-resume
+tests compare weights bit for bit); an advanced index (``hidden[inverse]``) is not: its backward adds with
+atomics across threads once a context spans both threads' rows (``test_prefix.py`` checks this).
 
 Measured on SmolLM2-135M, float32, 2 CPU cores, the ``execrl bench train`` batch (4 prompts x 4 samples,
 115-130 prompt tokens + up to 64 completion tokens): ``policy_update`` took 13.3-17.3 s per step with the plain
@@ -28,7 +31,9 @@ layout ``to_train_batch`` builds (prompts left-padded to one width, completions 
 context differs in any token or padding do not share. Decoders that take no KV cache, models with sliding or
 non-full attention layers, and forwards under Hugging Face's own gradient checkpointing
 (``model.gradient_checkpointing_enable()``: its layers drop the cache) use the plain pass instead; a decoder
-that accepts a cache but leaves it unfilled raises rather than computing without the context.
+that accepts a cache but leaves it unfilled raises rather than computing without the context. On CUDA
+``index_select``'s backward also adds with atomics: bit-reproducible gradients there need
+``torch.use_deterministic_algorithms(True)``, which this module does not set.
 """
 
 from __future__ import annotations
@@ -199,4 +204,8 @@ def forward_shared(
     )
     head_hidden: Tensor = head.last_hidden_state  # [U, c, H]
     tail_hidden: Tensor = tail.last_hidden_state  # [N, S - c, H]
-    return torch.cat([head_hidden[shared.inverse], tail_hidden], dim=1)
+    # index_select, not head_hidden[inverse]: both sum the rows' gradients into their context in backward, but
+    # the indexing's CPU kernel (index_put_ with accumulate) splits the rows between threads and adds with
+    # atomics, in whichever order the threads run; index_select's (index_add_) adds them in row order.
+    rows_context = head_hidden.index_select(0, shared.inverse)  # [N, c, H]
+    return torch.cat([rows_context, tail_hidden], dim=1)
