@@ -11,7 +11,6 @@ import pytest
 from execrl.memory import return_freed_memory_to_os
 
 _PROBE = """
-import ctypes, resource, sys
 from execrl.memory import return_freed_memory_to_os
 print(return_freed_memory_to_os())
 import torch
@@ -40,7 +39,7 @@ def _run(env_extra: dict[str, str]) -> tuple[str, int]:
 def test_freed_blocks_leave_the_resident_set_and_user_settings_win() -> None:
     set_here, rss_mb = _run({})
     assert set_here == "True"
-    kept, rss_kept_mb = _run({"EXECRL_MALLOC": "default", "MALLOC_ARENA_MAX": "1"})
+    kept, rss_kept_mb = _run({"EXECRL_MALLOC": "default"})
     assert kept == "False"
     assert _run({"MALLOC_MMAP_THRESHOLD_": "65536"})[0] == "False"
     # 320 MiB were allocated and freed: returned with the thresholds set, kept (mostly) without them
