@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from execrl.memory import return_freed_memory_to_os
+from execrl.memory import configure_allocator
 
 # Modules that add subcommands, in the order they appear in --help.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -58,7 +58,7 @@ def _input_errors() -> tuple[type[Exception], ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return_freed_memory_to_os()  # before any tensor: freed activations leave the RSS (execrl.memory)
+    configure_allocator()  # before any tensor: big freed activations leave the RSS (execrl.memory)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

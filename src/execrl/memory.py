@@ -1,24 +1,41 @@
-"""Hand freed tensor memory back to the operating system as soon as it is freed (glibc ``mallopt``).
+"""Hand freed tensor memory back to the operating system between a step's phases (glibc ``malloc_trim``).
 
 Why: CPU tensors are ``malloc``'d. glibc serves requests below its *mmap threshold* from the process heap,
 and that threshold is dynamic: every time a large ``mmap``'d block is freed it rises to that block's size (up
 to 32 MiB on 64-bit Linux). After a few steps of training, the activations of a long prompt (a 4,096-token
 layer's MLP output is 4,096 x 1,536 x 4 B = 25 MiB) are all heap blocks, and freed heap blocks stay resident
 (fragmentation stops the heap's top from being trimmed). The process's resident memory then holds the peak of
-every phase at once: the rollout's prefill, the trainer's forward and its backward.
+every phase at once: the rollout's prefill, the trainer's forward and its backward (a phase-labelled RSS probe
+at 4,096 tokens: the prefill left +843 MB resident after it returned, the backward added +1.1 GB on top).
 
-With a fixed 1 MiB threshold (``M_MMAP_THRESHOLD``, which also turns the dynamic adjustment off) every block
-of 1 MiB or more is its own mapping, returned with ``munmap`` when torch frees it, and ``M_TRIM_THRESHOLD``
-lets the heap's top go back too. Measured with ``execrl bench long-context`` (SmolLM2-135M, one 4,096-token
-prompt, 4 samples, float32, 2 threads; same machine, one after the other): peak RSS 4,813 MB -> 3,659 MB,
-step time 97.4 s -> 92.6 s. The cost is a page fault per fresh page of a big block, which can show on short
-steps that allocate often: in ``execrl bench lora`` (4 prompts x 4 samples, 64 tokens) full fine-tuning went
-19.3 s -> 23.9 s per step and TRL + PEFT 56.3 s -> 71.5 s under the same setting (one run each, not separated
-from noise).
+What execrl does, measured with ``execrl bench long-context`` (SmolLM2-135M, one 4,096-token prompt, 4
+samples, 64 new tokens, float32, 2 threads) and ``execrl bench train`` (4 prompts x 4 samples x 64 tokens),
+one machine, one run after the other:
 
-Limits: glibc only (musl, macOS: nothing happens, reported by the return value). A user who set glibc's own
-``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_`` keeps their setting; ``EXECRL_MALLOC=default``
-leaves the allocator alone. It changes only this process; child processes the CLI starts call it again.
+| glibc setting | 4,096: step | 4,096: peak RSS | bench train: execrl step |
+|---|---|---|---|
+| glibc's own (as ``EXECRL_MALLOC=default`` leaves it) | 64.0 s (trim on) | 5,283 MB | 14.4 s (no trim) |
+| mmap threshold 16 MiB, trim 32 MiB | 68.3 s | 4,160 MB | 14.8 s |
+| mmap threshold 8 MiB, trim 32 MiB (the default here) | 70.1 s | 3,722 MB | 15.3 s |
+| mmap and trim thresholds 1 MiB (``EXECRL_MALLOC=eager``) | 75.6 s | 3,651 MB | 19.9 s |
+
+- ``configure_allocator()``, called by the CLI first thing, fixes glibc's mmap threshold at 8 MiB (which
+  also turns the dynamic rise off) and its trim threshold at 32 MiB: a long prompt's activations (a
+  4,096-token layer's hidden states are 9.4 MiB, its MLP's 25 MiB) are their own mappings, unmapped when
+  torch frees them, while the many smaller blocks of a short step and of every decode step (16 rows of
+  logits: 3 MiB) stay heap blocks that glibc reuses without page faults. ``EXECRL_MALLOC=eager`` lowers
+  both to 1 MiB: the lowest peak, but a page fault per fresh page of every block of 1 MiB or more, which
+  short steps pay for (every decode step's logits become a fresh mapping).
+- ``release_free_heap()``: ``malloc_trim(0)`` when a rollout (``HFEngine.generate``) or an update
+  (``trainer.policy_update``) returns, so the resident set between phases (while the sandbox scores) is what
+  is live. It does not lower the peak, which is inside the update's backward (the table's first row has it
+  on: 5,283 MB, against 5,254 MB without it in an earlier run on a loaded machine).
+
+Limits: glibc only (musl, macOS: nothing happens, reported by the return values). ``EXECRL_MALLOC=default``
+leaves the allocator alone altogether; a user who set glibc's own ``MALLOC_MMAP_THRESHOLD_`` or
+``MALLOC_TRIM_THRESHOLD_`` keeps them (the thresholds are then not set; trimming still runs). Python-API users
+who do not go through the CLI call ``configure_allocator()`` themselves, before their first tensor. It
+changes only this process; child processes the CLI starts call it again.
 """
 
 from __future__ import annotations
@@ -26,26 +43,68 @@ from __future__ import annotations
 import ctypes
 import os
 
-__all__ = ["THRESHOLD_BYTES", "return_freed_memory_to_os"]
+__all__ = ["configure_allocator", "release_free_heap", "return_freed_memory_to_os"]
 
-THRESHOLD_BYTES = 1 << 20  # 1 MiB: every tensor of 256k float32 values or more is its own mapping
+MMAP_THRESHOLD_BYTES = 8 << 20  # 8 MiB: a 4,096-token layer's hidden states (9.4 MiB) are their own mapping
+TRIM_THRESHOLD_BYTES = 32 << 20  # the heap's top goes back once 32 MiB of it are free
+EAGER_THRESHOLD_BYTES = 1 << 20  # EXECRL_MALLOC=eager: every tensor of 256k float32 values or more
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # from glibc's malloc.h
 _USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 
 
-def return_freed_memory_to_os(threshold_bytes: int = THRESHOLD_BYTES) -> bool:
-    """Set glibc's mmap and trim thresholds to ``threshold_bytes``; True if they were set.
+_MODES = ("", "default", "eager")  # EXECRL_MALLOC: unset (8 MiB), leave the allocator alone, 1 MiB
+
+
+def _mode() -> str:
+    mode = os.environ.get("EXECRL_MALLOC", "")
+    if mode not in _MODES:
+        raise ValueError(f"EXECRL_MALLOC={mode!r}: expected 'default' or 'eager' (or unset)")
+    return mode
+
+
+def _glibc() -> ctypes.CDLL | None:
+    libc = ctypes.CDLL(None)  # the symbols already loaded in this process, the C library's among them
+    return libc if hasattr(libc, "gnu_get_libc_version") else None
+
+
+def configure_allocator() -> bool:
+    """The CLI's start-up call: glibc's mmap/trim thresholds at 8/32 MiB, 1 MiB with ``EXECRL_MALLOC=eager``.
+
+    True if they were set; False with ``EXECRL_MALLOC=default``, the user's own glibc variables, off glibc."""
+    if _mode() == "eager":
+        return return_freed_memory_to_os(EAGER_THRESHOLD_BYTES, EAGER_THRESHOLD_BYTES)
+    return return_freed_memory_to_os()
+
+
+def release_free_heap() -> bool:
+    """``malloc_trim(0)``: give every arena's free pages back to the OS; True if memory was released.
+
+    Called when a rollout or an update returns (module doc). A no-op off glibc and with
+    ``EXECRL_MALLOC=default``."""
+    if _mode() == "default":
+        return False
+    libc = _glibc()
+    if libc is None:
+        return False
+    libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return bool(libc.malloc_trim(0))
+
+
+def return_freed_memory_to_os(
+    mmap_threshold_bytes: int = MMAP_THRESHOLD_BYTES, trim_threshold_bytes: int = TRIM_THRESHOLD_BYTES
+) -> bool:
+    """Set glibc's mmap and trim thresholds (``mallopt``); True if they were set.
 
     False (and nothing changed) off glibc, with ``EXECRL_MALLOC=default``, or when the user set glibc's own
     environment variables for either threshold.
     """
-    if os.environ.get("EXECRL_MALLOC") == "default" or any(name in os.environ for name in _USER_SETTINGS):
+    if _mode() == "default" or any(name in os.environ for name in _USER_SETTINGS):
         return False
-    libc = ctypes.CDLL(None)  # the symbols already loaded in this process, the C library's among them
+    libc = _glibc()
     mallopt = getattr(libc, "mallopt", None)
-    if mallopt is None or not hasattr(libc, "gnu_get_libc_version"):
+    if mallopt is None:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, threshold_bytes)) and bool(
-        mallopt(_M_TRIM_THRESHOLD, threshold_bytes)
+    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold_bytes)) and bool(
+        mallopt(_M_TRIM_THRESHOLD, trim_threshold_bytes)
     )

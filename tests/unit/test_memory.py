@@ -1,51 +1,87 @@
-"""execrl.memory: glibc's thresholds are set (or left alone when the user set their own)."""
+"""execrl.memory: freed heap blocks leave the resident set (trimmed between phases by default, or at once with
+``EXECRL_MALLOC=eager``), and the allocator is left alone when told to or when the user set glibc's own
+variables."""
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
 
 import pytest
 
-from execrl.memory import return_freed_memory_to_os
+from execrl.memory import configure_allocator, release_free_heap, return_freed_memory_to_os
 
 _PROBE = """
-from execrl.memory import return_freed_memory_to_os
-print(return_freed_memory_to_os())
+import sys
+from execrl.memory import configure_allocator, release_free_heap
+print(configure_allocator())
 import torch
-# a freed 30 MiB block raises glibc's default (dynamic) threshold past 8 MiB; then 40 blocks of 8 MiB are
-# heap blocks, freed under a small block kept at the heap's top (so trimming the top cannot return them)
+# a freed 30 MiB block raises glibc's default (dynamic) threshold to 30 MiB; then 320 MiB of blocks of
+# argv[1] MiB are heap blocks unless a threshold below them is fixed, freed under a small block kept at the
+# heap's top (so trimming the top cannot return them)
 big = torch.ones(30 << 18)
 del big
-blocks = [torch.ones(2 << 20) for _ in range(40)]
+block_mib = int(sys.argv[1])
+blocks = [torch.ones(block_mib << 18) for _ in range(320 // block_mib)]
 keep = torch.ones(1 << 16)
 del blocks
+if sys.argv[2] == "trim":
+    release_free_heap()
 with open('/proc/self/statm') as f:
     print(int(f.read().split()[1]) * 4096 >> 20)
 """
 
+needs_glibc = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc_trim and mallopt")
 
-def _run(env_extra: dict[str, str]) -> tuple[str, int]:
-    import os
 
+def _run(env_extra: dict[str, str], *, block_mib: int = 4, trim: bool = False) -> tuple[str, int]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "EXECRL_MALLOC"}
-    out = subprocess.run([sys.executable, "-c", _PROBE], env={**env, **env_extra}, capture_output=True,
-                         text=True, check=True).stdout.split()  # fmt: skip
+    argv = [sys.executable, "-c", _PROBE, str(block_mib), "trim" if trim else "no-trim"]
+    out = subprocess.run(
+        argv, env={**env, **env_extra}, capture_output=True, text=True, check=True
+    ).stdout.split()
     return out[0], int(out[1])
 
 
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
-def test_freed_blocks_leave_the_resident_set_and_user_settings_win() -> None:
-    set_here, rss_mb = _run({})
+@needs_glibc
+def test_big_freed_blocks_leave_the_resident_set_at_once() -> None:
+    """320 MiB of 20 MiB blocks, allocated and freed: unmapped under the 8 MiB threshold, kept by glibc's
+    own (risen) one."""
+    set_here, rss_mb = _run({}, block_mib=20)
     assert set_here == "True"
-    kept, rss_kept_mb = _run({"EXECRL_MALLOC": "default"})
-    assert kept == "False"
-    assert _run({"MALLOC_MMAP_THRESHOLD_": "65536"})[0] == "False"
-    # 320 MiB were allocated and freed: returned with the thresholds set, kept (mostly) without them
+    left_alone, rss_kept_mb = _run({"EXECRL_MALLOC": "default"}, block_mib=20)
+    assert left_alone == "False"
     assert rss_kept_mb - rss_mb > 150, (rss_mb, rss_kept_mb)
 
 
-def test_returns_false_when_told_to_leave_the_allocator_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+@needs_glibc
+def test_smaller_blocks_leave_it_when_a_phase_ends_or_at_once_when_eager() -> None:
+    _, rss_kept_mb = _run({}, block_mib=4)  # below 8 MiB: heap blocks, kept until trimmed
+    _, rss_trimmed_mb = _run({}, block_mib=4, trim=True)
+    assert rss_kept_mb - rss_trimmed_mb > 150, (rss_trimmed_mb, rss_kept_mb)
+    _, rss_left_alone_mb = _run({"EXECRL_MALLOC": "default"}, block_mib=4, trim=True)
+    assert rss_left_alone_mb - rss_trimmed_mb > 150, (rss_trimmed_mb, rss_left_alone_mb)
+    set_here, rss_eager_mb = _run({"EXECRL_MALLOC": "eager"}, block_mib=4)
+    assert set_here == "True"
+    assert rss_kept_mb - rss_eager_mb > 150, (rss_eager_mb, rss_kept_mb)
+
+
+@needs_glibc
+def test_user_settings_win() -> None:
+    assert _run({"MALLOC_MMAP_THRESHOLD_": "65536"})[0] == "False"
+    assert _run({"EXECRL_MALLOC": "eager", "MALLOC_TRIM_THRESHOLD_": "65536"})[0] == "False"
+
+
+def test_left_alone_when_told_to(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EXECRL_MALLOC", "default")
     assert return_freed_memory_to_os() is False
+    assert release_free_heap() is False
+    assert configure_allocator() is False
+
+
+def test_an_unknown_mode_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EXECRL_MALLOC", "agressive")
+    with pytest.raises(ValueError, match="EXECRL_MALLOC='agressive'"):
+        release_free_heap()

@@ -35,6 +35,8 @@ def test_goals_from_rows() -> None:
     assert list(goals.values()) == [True, True, True, True]
     rows[1]["speedup_vs_trl"] = 1.9
     assert _goals(rows)["step_speedup_ge_2x_where_trl_completes"] is False
+    execrl_only = [{"prompt_tokens": 8192, "execrl": {"completed": True, "peak_rss_mb": 3_733.0}}]
+    assert list(_goals(execrl_only).values()) == [None, None, True, None]  # not measured is not failed
 
 
 def test_a_side_already_in_the_work_dir_is_reused_not_run(tmp_path: Path) -> None:
