@@ -1,4 +1,4 @@
-"""Hand freed tensor memory back to the operating system between a step's phases (glibc ``malloc_trim``).
+"""Hand big freed tensors back to the operating system at once (glibc ``mallopt``).
 
 Why: CPU tensors are ``malloc``'d. glibc serves requests below its *mmap threshold* from the process heap,
 and that threshold is dynamic: every time a large ``mmap``'d block is freed it rises to that block's size (up
@@ -14,7 +14,7 @@ one machine, one run after the other:
 
 | glibc setting | 4,096: step | 4,096: peak RSS | bench train: execrl step |
 |---|---|---|---|
-| glibc's own (as ``EXECRL_MALLOC=default`` leaves it) | 64.0 s (trim on) | 5,283 MB | 14.4 s (no trim) |
+| glibc's own (as ``EXECRL_MALLOC=default`` leaves it) | 64.0 s | 5,283 MB | 14.4 s |
 | mmap threshold 16 MiB, trim 32 MiB | 68.3 s | 4,160 MB | 14.8 s |
 | mmap threshold 8 MiB, trim 32 MiB (the default here) | 70.1 s | 3,722 MB | 15.3 s |
 | mmap and trim thresholds 1 MiB (``EXECRL_MALLOC=eager``) | 75.6 s | 3,651 MB | 19.9 s |
@@ -26,14 +26,17 @@ one machine, one run after the other:
   logits: 3 MiB) stay heap blocks that glibc reuses without page faults. ``EXECRL_MALLOC=eager`` lowers
   both to 1 MiB: the lowest peak, but a page fault per fresh page of every block of 1 MiB or more, which
   short steps pay for (every decode step's logits become a fresh mapping).
-- ``release_free_heap()``: ``malloc_trim(0)`` when a rollout (``HFEngine.generate``) or an update
-  (``trainer.policy_update``) returns, so the resident set between phases (while the sandbox scores) is what
-  is live. It does not lower the peak, which is inside the update's backward (the table's first row has it
-  on: 5,283 MB, against 5,254 MB without it in an earlier run on a loaded machine).
+
+The 4,096 column was measured with a ``malloc_trim(0)`` after every rollout and update, since removed: it
+did not lower the peak (first row: 5,283 MB, against 5,254 MB without it in an earlier run on a loaded
+machine), and it changed a LoRA rollout's log-probs against the merged model's by 1.8e-4
+(``tests/unit/trainer/test_lora.py::test_rollout_samples_and_scores_with_the_adapters``, both runs; under
+its 1e-4 bound without it, under the 8 MiB and the 1 MiB thresholds alike). Float results should not depend on where memory comes from: that points at a cache keyed by tensor
+address or at a read of memory never written, not yet found.
 
 Limits: glibc only (musl, macOS: nothing happens, reported by the return values). ``EXECRL_MALLOC=default``
 leaves the allocator alone altogether; a user who set glibc's own ``MALLOC_MMAP_THRESHOLD_`` or
-``MALLOC_TRIM_THRESHOLD_`` keeps them (the thresholds are then not set; trimming still runs). Python-API users
+``MALLOC_TRIM_THRESHOLD_`` keeps them (the thresholds are then not set). Python-API users
 who do not go through the CLI call ``configure_allocator()`` themselves, before their first tensor. It
 changes only this process; child processes the CLI starts call it again.
 """
@@ -43,7 +46,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-__all__ = ["configure_allocator", "release_free_heap", "return_freed_memory_to_os"]
+__all__ = ["configure_allocator", "return_freed_memory_to_os"]
 
 MMAP_THRESHOLD_BYTES = 8 << 20  # 8 MiB: a 4,096-token layer's hidden states (9.4 MiB) are their own mapping
 TRIM_THRESHOLD_BYTES = 32 << 20  # the heap's top goes back once 32 MiB of it are free
@@ -74,20 +77,6 @@ def configure_allocator() -> bool:
     if _mode() == "eager":
         return return_freed_memory_to_os(EAGER_THRESHOLD_BYTES, EAGER_THRESHOLD_BYTES)
     return return_freed_memory_to_os()
-
-
-def release_free_heap() -> bool:
-    """``malloc_trim(0)``: give every arena's free pages back to the OS; True if memory was released.
-
-    Called when a rollout or an update returns (module doc). A no-op off glibc and with
-    ``EXECRL_MALLOC=default``."""
-    if _mode() == "default":
-        return False
-    libc = _glibc()
-    if libc is None:
-        return False
-    libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return bool(libc.malloc_trim(0))
 
 
 def return_freed_memory_to_os(

@@ -48,7 +48,6 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import Cache, DynamicCache
 
-from execrl.memory import release_free_heap
 from execrl.rollout.engine import StepHook
 from execrl.rollout.kv_cache import PreallocatedLayer, cache_argument_name, preallocated_cache
 from execrl.rollout.prefix_cache import PrefixCache, Reused, RowKeeper, stack_reused
@@ -233,14 +232,6 @@ class HFEngine:
         with the rows that got a token in it (a streaming server forwards them as they come); row ids it
         returns finish at once (their ``finish_reason`` stays "length": a server that cancels them drops
         them)."""
-        try:
-            return self._generate(prompt_token_ids, params, on_step)
-        finally:  # the prefill's and decode's freed blocks leave the resident set (execrl.memory)
-            release_free_heap()
-
-    def _generate(
-        self, prompt_token_ids: Sequence[Sequence[int]], params: SamplingParams, on_step: StepHook | None
-    ) -> RolloutBatch:
         if self.before_generate is not None:
             self.before_generate()
         prompts = _validate_prompts(prompt_token_ids, self._vocab_size())

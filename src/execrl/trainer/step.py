@@ -32,7 +32,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from execrl.memory import release_free_heap
 from execrl.trainer.batching import microbatch_rows, minibatch_rows
 from execrl.trainer.checkpointing import activation_checkpointing
 from execrl.trainer.config import TrainerConfig, needs_reference
@@ -415,7 +414,6 @@ def policy_update(
     metrics["train/padding_share"] = padding_share(model, batch, config)
     tokens = float(batch.attention_mask.sum().item()) * config.ppo_epochs
     metrics["perf/tokens_per_s"] = tokens / max(time.perf_counter() - started, 1e-9)
-    release_free_heap()  # the backward's freed activations leave the resident set (execrl.memory)
     return metrics
 
 
