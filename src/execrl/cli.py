@@ -58,7 +58,11 @@ def _input_errors() -> tuple[type[Exception], ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    configure_allocator()  # before any tensor: big freed activations leave the RSS (execrl.memory)
+    try:
+        configure_allocator()  # before any tensor: big freed activations leave the RSS (execrl.memory)
+    except ValueError as exc:  # a bad EXECRL_MALLOC, named
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

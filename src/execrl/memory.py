@@ -31,8 +31,9 @@ The 4,096 column was measured with a ``malloc_trim(0)`` after every rollout and 
 did not lower the peak (first row: 5,283 MB, against 5,254 MB without it in an earlier run on a loaded
 machine), and it changed a LoRA rollout's log-probs against the merged model's by 1.8e-4
 (``tests/unit/trainer/test_lora.py::test_rollout_samples_and_scores_with_the_adapters``, both runs; under
-its 1e-4 bound without it, under the 8 MiB and the 1 MiB thresholds alike). Float results should not depend on where memory comes from: that points at a cache keyed by tensor
-address or at a read of memory never written, not yet found.
+its 1e-4 bound without it, under the 8 MiB and the 1 MiB thresholds alike). Float results should not
+depend on where memory comes from: that points at a cache keyed by tensor address or at a read of memory
+never written, not yet found.
 
 Limits: glibc only (musl, macOS: nothing happens, reported by the return values). ``EXECRL_MALLOC=default``
 leaves the allocator alone altogether; a user who set glibc's own ``MALLOC_MMAP_THRESHOLD_`` or

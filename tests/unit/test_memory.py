@@ -79,3 +79,13 @@ def test_an_unknown_mode_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EXECRL_MALLOC", "agressive")
     with pytest.raises(ValueError, match="EXECRL_MALLOC='agressive'"):
         configure_allocator()
+
+
+def test_the_cli_names_a_bad_mode_and_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from execrl.cli import main
+
+    monkeypatch.setenv("EXECRL_MALLOC", "agressive")
+    assert main(["tasks", "ls"]) == 2
+    assert "error: EXECRL_MALLOC='agressive'" in capsys.readouterr().err
