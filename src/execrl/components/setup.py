@@ -13,6 +13,7 @@ import os
 import platform
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,10 @@ from execrl.tasks.schema import Task
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from execrl.components.sampling import StepSampler
+    from execrl.episodes import Environment, LocalBackend
+    from execrl.rewards.batch import SyncRunner
 
     from execrl.rollout.engine import Engine
     from execrl.rollout.types import SamplingParams
@@ -293,3 +298,71 @@ TRAINER_DEFAULTS = (
     "adam_beta1", "adam_beta2", "adam_eps", "min_lr_ratio", "optimizer_steps_per_epoch",
     "loss_sum_norm_length", "loss_sum_norm_by_sequences", "logprob_chunk_tokens",
 )  # fmt: skip
+
+
+# ---- the rollout's seams: environment, backend, the step sampler ----------------------------------------
+
+
+def environment_name(config: TrainConfig) -> str:
+    """The run's environment: ``rollout.environment`` when set (a registered name or ``module:Class``),
+    else ``tools`` with ``tools.enabled``, ``refine`` with ``refine.max_turns > 1``, ``single`` otherwise."""
+    if config.rollout.environment:
+        return config.rollout.environment
+    if config.tools.enabled:
+        return "tools"
+    return "refine" if config.refine.multi_turn else "single"
+
+
+def build_environment(config: TrainConfig, runner: SyncRunner) -> Environment:
+    """The run's environment (``environment_name``) over ``runner`` (the sandbox or a service client),
+    built by its class's ``from_config(config, runner=..., reward=...)`` (``reward``: the run's reward
+    settings, ``reward_config``)."""
+    from execrl.episodes import environment_class
+
+    name = environment_name(config)
+    try:
+        cls = environment_class(name)
+    except ValueError as exc:
+        raise ConfigError(f"rollout.environment: {exc}") from None
+    if not callable(getattr(cls, "from_config", None)):
+        raise ConfigError(f"rollout.environment={name!r} has no from_config(config, runner=, reward=)")
+    environment: Environment = cls.from_config(config, runner=runner, reward=reward_config(config))
+    return environment
+
+
+def sessions_held(config: TrainConfig) -> int:
+    """The most sandbox sessions a run holds at once: tool episodes hold a template per task and a fork per
+    sample in a rollout call (a step's, or one eval task's); other environments hold none."""
+    if not config.tools.enabled:
+        return 0
+    step = config.rollout.prompts_per_step * (config.rollout.samples_per_prompt + 1)
+    return max(step, config.eval.samples_per_task + 1) if config.eval.enabled else step
+
+
+def max_episode_tokens(config: TrainConfig) -> int | None:
+    """The episode's token budget after the first prompt: ``tools.max_episode_tokens`` for tool episodes;
+    none otherwise (each turn is capped, and refine's turns are bounded by ``refine.max_turns``)."""
+    return config.tools.max_episode_tokens if config.tools.enabled else None
+
+
+def local_backend(engine: Engine, tokenizer: PreTrainedTokenizerBase) -> LocalBackend:
+    from execrl.episodes import LocalBackend
+
+    return LocalBackend(engine, tokenizer)
+
+
+def step_sampler(
+    config: TrainConfig,
+    environment: Environment,
+    engine: Engine,
+    tokenizer: PreTrainedTokenizerBase,
+    length_cap: Callable[[int], int] | None,
+) -> StepSampler:
+    """What a step samples through: the environment, the local backend over ``engine``, the run's decoding
+    (each call seeded by step and round), the length curriculum's cap and the episode budget."""
+    from execrl.components.sampling import StepSampler
+
+    return StepSampler(
+        environment, local_backend(engine, tokenizer), sampling_params(config), seed=config.run.seed,
+        length_cap=length_cap, max_episode_tokens=max_episode_tokens(config), stream=config.rollout.stream_scoring,
+    )  # fmt: skip

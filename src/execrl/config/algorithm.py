@@ -18,6 +18,11 @@ class RolloutSection(Section):
     engine: str = Field(
         "hf", description="hf (shared-prompt decoding where supported) | hf-generic | <yours>"
     )
+    environment: str = Field(
+        "",
+        description="what an episode is: '' = single (one turn), refine with refine.max_turns > 1, tools with "
+        "tools.enabled; or a registered environment name / 'module:Class' (execrl.episodes.environment)",
+    )
     prompts_per_step: int = Field(4, ge=1, description="tasks drawn per step, one group each")
     samples_per_prompt: int = Field(8, ge=2, description=">= 2 for group-relative advantages")
     max_new_tokens: int = Field(96, ge=1, description="most tokens generated per training completion")

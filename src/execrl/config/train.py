@@ -52,118 +52,63 @@ class TrainConfig(Section):
                 f"{executor.max_weight_staleness}; set executor.max_weight_staleness="
                 f"{self.algorithm.async_steps} (or more)"
             )
-        if executor.kind == "ray" and self.refine.max_turns > 1:
-            raise ValueError(
-                "executor.kind=ray does not run the multi-turn refine recipe; use executor.kind=inprocess"
-            )
         return self
 
     @model_validator(mode="after")
     def _length_curriculum_applies(self) -> TrainConfig:
         rollout = self.rollout
         rising = rollout.length_rise_factor > 1
+        base = self.tools.max_turn_tokens if self.tools.enabled else rollout.max_new_tokens
+        where = "tools.max_turn_tokens" if self.tools.enabled else "rollout.max_new_tokens"
         if rising and self.algorithm.async_steps:
             raise ValueError(
                 "rollout.length_rise_factor > 1 needs algorithm.async_steps=0: the one-step-off loop starts "
                 "the next rollout before this step's truncation is known (stages work: max_new_tokens_stages)"
             )
-        if rising and rollout.length_rise_max_tokens < rollout.max_new_tokens:
+        if rising and rollout.length_rise_max_tokens < base:
             raise ValueError(
                 f"rollout.length_rise_factor={rollout.length_rise_factor} needs rollout.length_rise_max_tokens "
-                f">= rollout.max_new_tokens ({rollout.max_new_tokens}); got {rollout.length_rise_max_tokens}"
+                f">= {where} ({base}); got {rollout.length_rise_max_tokens}"
             )
-        smallest = min([rollout.max_new_tokens, *(cap for _, cap in rollout.max_new_tokens_stages)])
+        smallest = min([base, *(cap for _, cap in rollout.max_new_tokens_stages)])
         if self.algorithm.overlong_buffer_tokens > smallest:
             raise ValueError(
                 f"algorithm.overlong_buffer_tokens={self.algorithm.overlong_buffer_tokens} exceeds the smallest "
-                f"length cap of the run ({smallest} new tokens: rollout.max_new_tokens and its stages)"
+                f"length cap of the run ({smallest} new tokens: {where} and rollout.max_new_tokens_stages)"
             )
         PromptCapSettings(rollout.max_prompt_tokens, tuple(rollout.max_prompt_tokens_stages))  # stage checks
-        if (rising or rollout.max_new_tokens_stages) and self.refine.multi_turn:
-            raise ValueError(
-                "the length curriculum (rollout.max_new_tokens_stages, length_rise_factor) is "
-                "single-turn; remove it or set refine.max_turns=1"
-            )
         return self
 
-    def _episode_loop_features(self) -> dict[str, bool]:
-        """The loop features the episode recipes (refine RL, tools) do not run: name -> switched on."""
-        alg = self.algorithm
-        return {
-            "algorithm.advantage_estimator=gae (PPO's value head)": alg.learns_values,
-            "algorithm.async_steps > 0": alg.async_steps > 0,
-            "rollout.stream_scoring=true": self.rollout.stream_scoring,
-            "algorithm.dynamic_sampling=true": alg.dynamic_sampling,
-            "the prompt-length cap (rollout.max_prompt_tokens, max_prompt_tokens_stages)": bool(
-                self.rollout.max_prompt_tokens or self.rollout.max_prompt_tokens_stages
-            ),
-        }
-
     @model_validator(mode="after")
-    def _tool_settings_apply(self) -> TrainConfig:
-        """Refuse what the tool recipe would ignore or cannot run, in one line each."""
-        tools = self.tools
+    def _episode_environments_apply(self) -> TrainConfig:
+        """What the multi-turn environments (refine feedback, tool calls) cannot run, in one line each, and
+        fields set for an environment the run does not use."""
+        tools, refine = self.tools, self.refine
+        if tools.enabled and refine.multi_turn:
+            raise ValueError("tools.enabled=true and refine.max_turns > 1 are two environments; choose one")
         if not tools.enabled:
-            unused = [
-                f"tools.{key}={getattr(tools, key)!r}"
-                for key, field in ToolsSection.model_fields.items()
-                if key != "enabled" and getattr(tools, key) != field.default
-            ]
+            unused = [f"tools.{key}={getattr(tools, key)!r}" for key, field in ToolsSection.model_fields.items()
+                      if key != "enabled" and getattr(tools, key) != field.default]  # fmt: skip
             if unused:
                 raise ValueError(
                     f"{', '.join(sorted(unused))}: used only with tools.enabled=true; set it or remove them"
                 )
-            return self
-        if self.executor.kind == "ray":
+        if not refine.multi_turn:
+            unused = [f"refine.{key}={getattr(refine, key)!r}" for key in ("feedback", "invalid_turn_penalty")
+                      if getattr(refine, key) != RefineSection.model_fields[key].default]  # fmt: skip
+            if unused:
+                raise ValueError(
+                    f"{', '.join(unused)}: used only by multi-turn refine RL; set refine.max_turns >= 2 "
+                    "or remove them"
+                )
+        if (tools.enabled or refine.multi_turn) and (self.rollout.max_prompt_tokens or self.rollout.max_prompt_tokens_stages):
             raise ValueError(
-                "tools.enabled=true does not run on executor.kind=ray yet (a tool episode must run next to the "
-                "sandbox worker holding its session); use executor.kind=inprocess"
-            )
-        refused = {
-            "refine.max_turns > 1": self.refine.multi_turn,
-            "sandbox.urls (sessions need the in-process sandbox)": bool(self.sandbox.urls),
-            "the length curriculum (rollout.max_new_tokens_stages, length_rise_factor)": bool(
-                self.rollout.max_new_tokens_stages or self.rollout.length_rise_factor > 1
-            ),
-            "DAPO's overlong options (algorithm.overlong_buffer_tokens, overlong_filtering)": bool(
-                self.algorithm.overlong_buffer_tokens or self.algorithm.overlong_filtering
-            ),
-            **self._episode_loop_features(),
-        }
-        bad = [what for what, on in refused.items() if on]
-        if bad:
-            raise ValueError(
-                f"tools.enabled=true (tool-calling episodes) does not run {', '.join(bad)}; turn them off"
+                "the prompt-length cap (rollout.max_prompt_tokens, max_prompt_tokens_stages) measures one-turn "
+                "prompts; a multi-turn environment's first prompt carries its own tool block or grows with "
+                "feedback, so it is not capped: remove the cap or use the one-turn environment"
             )
         return self
 
     @property
     def sequences_per_step(self) -> int:
         return self.rollout.prompts_per_step * self.rollout.samples_per_prompt
-
-    @model_validator(mode="after")
-    def _refine_settings_apply(self) -> TrainConfig:
-        """Refuse what the multi-turn recipe would ignore; each message says what to set."""
-        refine = self.refine
-        if not refine.multi_turn:
-            unused = [
-                f"refine.{key}={value!r}"
-                for key, value in (
-                    ("feedback", refine.feedback),
-                    ("invalid_turn_penalty", refine.invalid_turn_penalty),
-                )
-                if value != RefineSection.model_fields[key].default
-            ]
-            if unused:
-                raise ValueError(
-                    f"{', '.join(unused)}: used only by multi-turn refine RL; set refine.max_turns >= 2 "
-                    "or remove them"
-                )
-            return self
-        bad = [what for what, on in self._episode_loop_features().items() if on]
-        if bad:
-            raise ValueError(
-                f"refine.max_turns={refine.max_turns} (multi-turn refine RL) does not run {', '.join(bad)}; "
-                "turn them off, or set refine.max_turns=1 for the single-turn loop"
-            )
-        return self

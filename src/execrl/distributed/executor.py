@@ -1,7 +1,7 @@
 """The executor: where a step's generate-and-score work runs. The recipe talks only to this interface.
 
     executor = build_executor(config, sampler)        # in-process (default) or Ray (executor.kind="ray")
-    groups = executor.sampler.sample_step(step, ...)  # a recipe's step samples through executor.sampler
+    groups = executor.sampler.sample_step(step, ...)  # a recipe's step samples its episodes through it
     executor.publish_weights(model, version=step + 1) # after each update
     metrics.update(executor.step_metrics(step))       # executor/* : versions used, retries, replacements
 
@@ -9,9 +9,10 @@ The one-step-off recipe (``recipes/pipeline.py``) samples step t+1 with the weig
 trains, through ``executor.behaviour_sampler(engine=..., version=t)``: in-process the behaviour copy's
 engine, with Ray the rollout workers loaded with published version t (``versions.py`` states the rule).
 
-``executor.sampler`` is a ``GroupSampler``: in-process the recipe's own; with Ray one whose generate-and-
-score call runs on the actors (its ``sandbox`` and ``reward`` stay the driver's, for the reward audit
-and the final evaluation, which run on the driver).
+``executor.sampler`` is a ``StepSampler`` (``components/sampling.py``: the one rollout loop over the run's
+environment and backend): in-process the recipe's own; with Ray one whose backend is the rollout actors and
+whose environment answers on the sandbox actors (the driver keeps its own sandbox for the reward audit and
+the final evaluation).
 
 In-process: the engine shares the trainer's model object, so weights are always current and a debugger
 steps straight through. Ray (``ray_executor.py``, the only module that imports ``ray``): rollout worker
@@ -29,22 +30,17 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import torch
 
-    from execrl.components.sampling import GroupSampler
+    from execrl.components.sampling import StepSampler
     from execrl.config import TrainConfig
-    from execrl.rewards import Score
     from execrl.rollout.engine import Engine
-    from execrl.rollout.types import RolloutBatch
-    from execrl.tasks.schema import Task
 
 __all__ = ["Executor", "InProcessExecutor", "build_executor"]
 
 
 class Executor(Protocol):
-    sampler: GroupSampler  # what the loop samples through (see the module docstring)
+    sampler: StepSampler  # what the loop samples through (see the module docstring)
 
-    def __call__(self, step: int, tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]: ...
-
-    def behaviour_sampler(self, *, engine: Engine, version: int) -> GroupSampler:
+    def behaviour_sampler(self, *, engine: Engine, version: int) -> StepSampler:
         """A sampler generating with weights ``version``, which ``engine`` holds in this process."""
         ...
 
@@ -59,16 +55,16 @@ class Executor(Protocol):
 
 @dataclass
 class InProcessExecutor:
-    """Runs the ``GroupSampler`` in this process (the default; nothing to move, nothing to retry)."""
+    """Runs the ``StepSampler`` in this process (the default; nothing to move, nothing to retry)."""
 
-    sampler: GroupSampler
+    sampler: StepSampler
     version: int = 0
 
-    def __call__(self, step: int, tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]:
-        return self.sampler(step, tasks, round_)
+    def behaviour_sampler(self, *, engine: Engine, version: int) -> StepSampler:
+        from execrl.episodes import LocalBackend
 
-    def behaviour_sampler(self, *, engine: Engine, version: int) -> GroupSampler:
-        return dataclasses.replace(self.sampler, engine=engine)  # ``engine`` holds ``version`` already
+        backend = LocalBackend(engine, self.sampler.backend.tokenizer)  # type: ignore[attr-defined]
+        return dataclasses.replace(self.sampler, backend=backend)  # ``engine`` holds ``version`` already
 
     def publish_weights(self, model: torch.nn.Module, *, version: int) -> None:
         self.version = version  # the engine generates with ``model`` itself: nothing to send
@@ -80,7 +76,7 @@ class InProcessExecutor:
         """Nothing to release."""
 
 
-def build_executor(config: TrainConfig, sampler: GroupSampler) -> Executor:
+def build_executor(config: TrainConfig, sampler: StepSampler) -> Executor:
     """``executor.kind``: ``inprocess`` (default) or ``ray`` (imports ray only then)."""
     if config.executor.kind == "inprocess":
         return InProcessExecutor(sampler)

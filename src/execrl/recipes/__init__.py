@@ -7,9 +7,11 @@ checkpoints, stop reasons). ``execrl train`` picks the recipe by name from the c
 * ``grpo`` (``grpo.py``): group-relative advantages (GRPO, Dr.GRPO, RLOO, REINFORCE++), the default;
 * ``ppo`` (``ppo.py``): ``algorithm.advantage_estimator=gae``, a value head and GAE;
 * ``async`` (``pipeline.py``): ``algorithm.async_steps=1``, step t+1's rollout overlaps step t's update,
-  with the decoupled-PPO correction (GRPO's or PPO's advantages);
-* ``refine_rl`` (``refine_rl.py``): ``refine.max_turns > 1``, multi-turn RL on execution feedback;
-* ``tools_rl`` (``tools_rl.py``): ``tools.enabled=true``, tool-calling episodes (``execrl.tools``).
+  with the decoupled-PPO correction (GRPO's or PPO's advantages).
+
+What an episode is (one turn; visible-test feedback with ``refine.max_turns > 1``; tool calls with
+``tools.enabled``; yours with ``rollout.environment``) is the environment's business
+(``execrl.episodes``), not a recipe's: every recipe runs every environment.
 """
 
 from __future__ import annotations
@@ -29,17 +31,11 @@ RECIPES: dict[str, str] = {  # name -> module with ``train(config, *, resume_dir
     "grpo": "execrl.recipes.grpo",
     "ppo": "execrl.recipes.ppo",
     "async": "execrl.recipes.pipeline",
-    "refine_rl": "execrl.recipes.refine_rl",
-    "tools_rl": "execrl.recipes.tools_rl",
 }
 
 
 def recipe_name(config: TrainConfig) -> str:
-    """The recipe a config runs: multi-turn refine RL, the one-step-off loop, PPO, or GRPO (the default)."""
-    if config.tools.enabled:
-        return "tools_rl"
-    if config.refine.multi_turn:
-        return "refine_rl"
+    """The recipe a config runs: the one-step-off loop, PPO, or GRPO (the default)."""
     if config.algorithm.async_steps:
         return "async"
     return "ppo" if config.algorithm.learns_values else "grpo"

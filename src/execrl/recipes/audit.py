@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from execrl.components.sampling import GroupSampler, ScoredGroups
+from execrl.components import setup
 from execrl.config import TrainConfig
+from execrl.episodes import StepEpisodes
+from execrl.episodes.metrics import episode_scores
 from execrl.eval.harness import TaskEval
 from execrl.rewards import RewardConfig, Score
 from execrl.rewards.audit import AuditOutcome, audit_metrics, pick_for_audit, run_audit
@@ -113,18 +115,22 @@ def outcome_of(rows: Sequence[AuditedRow]) -> AuditOutcome:
 def audit_step(
     run_dir: Path,
     step: int,
-    groups: ScoredGroups,
-    sampler: GroupSampler,
+    groups: StepEpisodes,
+    environment: Any,
     config: TrainConfig,
     *,
     step_s: float,
 ) -> dict[str, float]:
-    """Audit, count, record one training step; returns its ``audit/*``, ``hack/*``, ``perf/audit_*``."""
+    """Audit, count, record one training step (each episode's final answer and the judge's score, with the
+    run's reward settings on the environment's sandbox); returns its ``audit/*``, ``hack/*``,
+    ``perf/audit_*``."""
     if not config.audit.enabled:
         return {}
-    tasks = [groups.tasks[g] for g in groups.rollout.group_index.tolist()]
-    return audit_completions(run_dir, step, tasks, list(groups.rollout.texts), groups.scores,
-                             sandbox=sampler.sandbox, reward=sampler.reward, config=config, step_s=step_s)  # fmt: skip
+    episodes = groups.episodes
+    tasks = [groups.tasks[e.task_index] for e in episodes]
+    return audit_completions(run_dir, step, tasks, [e.text for e in episodes], episode_scores(episodes),
+                             sandbox=environment.runner, reward=setup.reward_config(config), config=config,
+                             step_s=step_s)  # fmt: skip
 
 
 def audit_completions(

@@ -1,120 +1,56 @@
-"""From a rollout and its scores to the trainer's ``TrainBatch`` (and PPO's value targets), and the metrics
-of a step: what the recipes' steps (``grpo.py``, ``ppo.py``, ``pipeline.py``) call between sampling and
-the update."""
+"""From a step's episodes to the trainer's ``TrainBatch`` inputs (DAPO's overlong shaping and filtering, the
+generation/training log-prob gap) and the metrics of a step: what the recipes' steps (``grpo.py``,
+``ppo.py``, ``pipeline.py``) call between sampling and the update, for every environment. The batch itself
+is ``execrl.episodes.episodes_to_batch``."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import torch
 
-from execrl.components.sampling import ScoredGroups
-from execrl.rewards import Score, reward_metrics
-from execrl.rewards.overlong import overlong_keep, overlong_penalties
-from execrl.rollout.types import RolloutBatch
+from execrl.episodes import StepEpisodes, episode_metrics
+from execrl.episodes.batch import aligned_logprobs
+from execrl.episodes.types import Episode
+from execrl.rewards.overlong import overlong_penalties
 from execrl.scheduler import domain_metrics
 from execrl.scheduler.prompt_cap import prompt_cap_metrics
 from execrl.telemetry.memory import peak_rss_metric
 from execrl.trainer import TrainBatch
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from execrl.episodes import Environment
     from execrl.recipes.loop import Run
 
 
-def reward_tensors(scores: Sequence[Score]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each row's reward ``[N]`` float64 and whether it is valid ``[N]`` bool (an invalid reward is kept out
-    of the advantages and the loss, never counted as a 0)."""
-    rewards = torch.tensor([s.reward for s in scores], dtype=torch.float64)  # [N]
-    valid = torch.tensor([s.valid for s in scores], dtype=torch.bool)  # [N]
-    return rewards, valid
-
-
-def overlong_shaping(run: Run, step: int, rollout: RolloutBatch) -> torch.Tensor:
-    """DAPO's soft overlong punishment of each row ``[N]`` float64 (``algorithm.overlong_buffer_tokens``; all
-    0 when off), against the cap step ``step`` sampled with. Added to the rewards before the advantages."""
+def overlong_shaping(run: Run, step: int, episodes: Sequence[Episode]) -> torch.Tensor:
+    """DAPO's soft overlong punishment of each episode ``[N]`` float64 (``algorithm.overlong_buffer_tokens``;
+    all 0 when off), on its longest model turn against the turn cap step ``step`` sampled with (a
+    single-turn completion: its length). Added to the rewards before the advantages."""
     algorithm = run.config.algorithm
     penalties = overlong_penalties(
-        rollout.completion_lengths.tolist(), max_new_tokens=run.length.cap(step),
+        [e.longest_turn_tokens for e in episodes], max_new_tokens=run.length.cap(step),
         buffer_tokens=algorithm.overlong_buffer_tokens, penalty_factor=algorithm.overlong_penalty_factor,
     )  # fmt: skip
     return torch.tensor(penalties, dtype=torch.float64)
 
 
-def overlong_filtered(run: Run, rollout: RolloutBatch, valid: torch.Tensor) -> torch.Tensor:
-    """The rows the loss trains on ``[N]`` bool: ``valid``, minus the truncated ones when
+def overlong_filtered(run: Run, episodes: Sequence[Episode], valid: torch.Tensor) -> torch.Tensor:
+    """The episodes the loss trains on ``[N]`` bool: ``valid``, minus those a turn cap cut when
     ``algorithm.overlong_filtering`` is on (DAPO overlong filtering; their rewards still count in their
     group's advantages)."""
     if not run.config.algorithm.overlong_filtering:
         return valid
-    return valid & torch.tensor(overlong_keep(rollout.finish_reasons), dtype=torch.bool)
-
-
-def to_train_batch(
-    rollout: RolloutBatch,
-    advantages: torch.Tensor,  # [N]
-    valid: torch.Tensor,  # [N] bool
-    *,
-    old_logprobs_from_rollout: bool,
-) -> TrainBatch:
-    """Left-pad each row's prompt and append its completion: ``input_ids`` [N, P_max + T].
-
-    Left padding keeps every completion starting at the same column, so the rollout's ``[N, T]`` tensors
-    slot in as the last ``T`` columns. With ``old_logprobs_from_rollout`` the rollout's
-    ``sampling_logprobs`` (log-softmax of logits / temperature, exactly what the trainer computes with
-    ``logprob_temperature`` when no top-k/top-p truncation was applied) are the behaviour policy's, which
-    saves a forward pass; otherwise the trainer recomputes them.
-    """
-    n, width = rollout.completion_ids.shape  # [N, T]
-    prompts = [rollout.prompt_for_row(r) for r in range(n)]
-    p_max = max(len(p) for p in prompts)
-    input_ids = torch.full((n, p_max + width), rollout.pad_token_id, dtype=torch.long)  # [N, S]
-    attention = torch.zeros((n, p_max + width), dtype=torch.long)  # [N, S]
-    for row, prompt in enumerate(prompts):
-        input_ids[row, p_max - len(prompt) : p_max] = torch.tensor(prompt, dtype=torch.long)
-        attention[row, p_max - len(prompt) : p_max] = 1
-    input_ids[:, p_max:] = rollout.completion_ids
-    response = torch.zeros((n, p_max + width), dtype=torch.long)  # [N, S]
-    response[:, p_max:] = rollout.response_mask.long()
-    attention[:, p_max:] = rollout.response_mask.long()
-    old = None
-    if old_logprobs_from_rollout:
-        old = torch.zeros((n, p_max + width), dtype=torch.float32)
-        old[:, p_max:] = rollout.sampling_logprobs * rollout.response_mask
-    return TrainBatch(
-        input_ids=input_ids,
-        attention_mask=attention,
-        response_mask=response,
-        old_logprobs=old,
-        advantages=advantages.to(torch.float32),
-        valid=valid,
-    )
-
-
-def rollout_metrics(rollout: RolloutBatch, scores: Sequence[Score], max_new_tokens: int) -> dict[str, float]:
-    """Response lengths, truncation, throughput and the sandbox's share of failures, namespaced."""
-    lengths = rollout.completion_lengths.double()  # [N]
-    truncated = sum(reason == "length" for reason in rollout.finish_reasons)
-    sandbox_errors = sum(s.reason_code == "sandbox_error" for s in scores)
-    executed = [s.execution for s in scores if s.execution is not None]
-    return {
-        "rollout/response_length_mean": float(lengths.mean()),
-        "rollout/response_length_max": float(lengths.max()),
-        "rollout/truncation_rate": truncated / len(rollout.finish_reasons),
-        "rollout/max_new_tokens": float(max_new_tokens),
-        "rollout/prompt_tokens_max": float(max(len(p) for p in rollout.prompt_token_ids)),
-        "perf/rollout_tokens_per_s": rollout.stats.tokens_per_s,
-        "sandbox/error_rate": sandbox_errors / len(scores),
-        "sandbox/executions": float(len(executed)),
-        "sandbox/cpu_time_s_mean": (sum(e.cpu_time_s for e in executed) / len(executed)) if executed else 0.0,
-    }
+    return valid & torch.tensor([not e.truncated for e in episodes], dtype=torch.bool)
 
 
 def trainer_logprob_gap(
-    model: torch.nn.Module, batch: TrainBatch, rollout: RolloutBatch, *, rows: int, temperature: float
+    model: torch.nn.Module, batch: TrainBatch, episodes: Sequence[Episode], *, rows: int, temperature: float
 ) -> float:
-    """Max |rollout log-prob - trainer log-prob| over the response tokens of the first ``rows`` rows.
+    """Max |rollout log-prob - trainer log-prob| over the sampled tokens of the first ``rows`` episodes.
 
     NeMo-RL's gen_kl_error idea: generation (KV cache, left padding, incremental positions) and training
     (one teacher-forced pass) must agree, or the importance ratio is biased. A subset keeps it cheap
@@ -123,7 +59,6 @@ def trainer_logprob_gap(
     """
     from execrl.trainer import compute_logprobs
 
-    width = rollout.completion_ids.shape[1]
     with torch.no_grad():
         logp, _ = compute_logprobs(
             model,
@@ -132,17 +67,16 @@ def trainer_logprob_gap(
             token_mask=batch.response_mask[:rows] > 0,
             temperature=temperature,
         )
-    expected = rollout.sampling_logprobs[:rows] if temperature != 1.0 else rollout.logprobs[:rows]
-    diff = (logp[:, -width:] - expected).abs() * rollout.response_mask[:rows]  # [rows, T]
+    expected = aligned_logprobs(episodes, sampling=temperature != 1.0)[:rows]  # [rows, S]
+    diff = (logp - expected).abs() * batch.response_mask[:rows]  # [rows, S]
     return float(diff.max()) if diff.numel() else 0.0
 
 
-def logprob_gap(run: Run, batch: TrainBatch, rollout: RolloutBatch) -> float:
+def logprob_gap(run: Run, batch: TrainBatch, episodes: Sequence[Episode]) -> float:
     """``trainer_logprob_gap`` over the first group (one no-grad pass), at the trainer's temperature; the
     steps call it when old log-probs are recomputed (otherwise the update's first forward measures it)."""
-    return trainer_logprob_gap(
-        run.model, batch, rollout, rows=rollout.samples_per_prompt, temperature=run.tcfg.logprob_temperature
-    )
+    rows = sum(e.task_index == episodes[0].task_index for e in episodes)
+    return trainer_logprob_gap(run.model, batch, episodes, rows=rows, temperature=run.tcfg.logprob_temperature)
 
 
 def logprob_gap_metric(gap: float | None, update_metrics: dict[str, float]) -> dict[str, float]:
@@ -154,24 +88,34 @@ def logprob_gap_metric(gap: float | None, update_metrics: dict[str, float]) -> d
 
 
 def step_metrics(
-    run: Run, step: int, groups: ScoredGroups, weights: dict[str, float], *, sample_s: float, update_s: float
+    run: Run,
+    step: int,
+    groups: StepEpisodes,
+    weights: dict[str, float],
+    environment: Environment,
+    *,
+    sample_s: float,
+    update_s: float,
 ) -> dict[str, float]:
-    """Rewards, rollout shape (the cap step ``step`` sampled with), per-domain metrics (``weights``: each
-    domain's share when the step's tasks were drawn), timings and peak memory of one step's scored groups."""
-    tasks, max_new_tokens = run.tasks, run.length.cap(step)
-    rollout, scores = groups.rollout, groups.scores
-    metrics = reward_metrics(scores)
-    metrics.update(rollout_metrics(rollout, scores, max_new_tokens))
+    """Rewards, rollout shape (the turn cap step ``step`` sampled with), the environment's own metrics,
+    per-domain metrics (``weights``: each domain's share when the step's tasks were drawn), timings and peak
+    memory of one step's episodes."""
+    episodes, tasks = groups.episodes, run.tasks
+    step_s = sample_s + update_s
+    metrics = episode_metrics(episodes, max_new_tokens=run.length.cap(step))
+    metrics.update(environment.metrics(episodes, step_s=step_s))
     metrics.update(prompt_cap_metrics(run.prompt_stages, step))  # the step's prompt cap, tasks left out
     metrics["rollout/sampling_rounds"] = float(groups.rounds)
     metrics["rollout/dropped_zero_variance_groups"] = float(groups.dropped_groups)
     metrics.update(domain_metrics([(tasks.domain_of(o.task_id), o) for o in groups.outcomes], weights))
+    tokens = sum(e.model_tokens for e in episodes)
     metrics["perf/rollout_and_reward_s"] = sample_s
+    metrics["perf/rollout_tokens_per_s"] = tokens / groups.generate_s if groups.generate_s > 0 else 0.0
     metrics["perf/update_s"] = update_s
-    metrics["perf/step_s"] = sample_s + update_s
-    metrics["perf/step_tokens_per_s"] = rollout.stats.generated_tokens / (sample_s + update_s)
+    metrics["perf/step_s"] = step_s
+    metrics["perf/step_tokens_per_s"] = tokens / step_s
     if run.config.algorithm.overlong_buffer_tokens:
-        metrics["reward/overlong_penalty_mean"] = float(overlong_shaping(run, step, rollout).mean())
+        metrics["reward/overlong_penalty_mean"] = float(overlong_shaping(run, step, episodes).mean())
     metrics.update(peak_rss_metric())
     return metrics
 

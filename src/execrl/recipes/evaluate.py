@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,40 @@ if TYPE_CHECKING:
     from execrl.sandbox import Sandbox
 
 log = logging.getLogger("execrl.eval")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A run's held-out evaluation, by its environment: the one-turn environment's pass@k harness
+    (``eval/base.json``, ``eval/trained.json``), or a multi-turn environment's own episodes
+    (``recipes/episode_eval.py``: ``eval/<environment>_base.json``, ...). Both pair base and trained by task."""
+
+    config: TrainConfig
+    sandbox: Any
+    environment: Any
+    tokenizer: Any
+
+    @property
+    def single_turn(self) -> bool:
+        return bool(self.environment.name == "single")
+
+    def run(self, run_dir: Path, label: str, engine: Engine) -> None:
+        """Evaluate the engine's model as ``label`` (``base``/``trained``) unless its file exists."""
+        if self.single_turn:
+            evaluate_checkpoint_once(run_dir, label, engine, self.config, self.sandbox)
+            return
+        from execrl.recipes.episode_eval import episode_eval, evaluate_episodes_once
+
+        spec = episode_eval(self.config, self.environment, self.tokenizer)
+        evaluate_episodes_once(run_dir, label, spec, engine=engine, config=self.config)
+
+    def finish(self, run_dir: Path) -> Path:
+        """Compare base with trained and write the run's report."""
+        if self.single_turn:
+            return finish_report(run_dir, self.config)
+        from execrl.recipes.episode_eval import finish_episode_report
+
+        return finish_episode_report(run_dir, self.config, self.environment.name)
 
 
 def run_eval_config(config: TrainConfig) -> EvalConfig:

@@ -1,7 +1,8 @@
-"""What every training recipe shares around its step: the run's state (``Run``), the single-turn recipes'
-setup and finish (``single_turn_session``, ``finish_session``), and the end of a step (log, alarms, stop
-reasons, checkpoint: ``run_steps``). The step itself (sample, score, advantages, update) stays in the
-recipe (``grpo.py``, ``ppo.py``, ``pipeline.py``, ``refine_rl.py``) so it reads top to bottom.
+"""What every training recipe shares around its step: the session a run's steps run in (``session``: the
+run from ``components.run.build_run``, telemetry, signals, the sandbox, the environment, the step sampler
+and the executor, the base evaluation), the end of a step (log, alarms, stop reasons, checkpoint:
+``run_steps``) and the end of a run (``finish_session``). The step itself (sample, score, advantages,
+update) stays in the recipe (``grpo.py``, ``ppo.py``, ``pipeline.py``) so it reads top to bottom.
 
 Stop reasons are typed (``StopReason``): the loop decides what a stop means (a wall-time stop still
 evaluates, a signal exits 130) from the kind, never from the text of a message.
@@ -9,11 +10,10 @@ evaluates, a signal exits 130) from the kind, never from the text of a message.
 
 from __future__ import annotations
 
-import enum
 import logging
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,59 +22,25 @@ from typing import TYPE_CHECKING
 import torch
 
 from execrl.components import setup
-from execrl.components.prompt_lengths import run_prompt_stages
-from execrl.components.sampling import GroupSampler, ScoredGroups, StreamingGroupSampler
+from execrl.components.run import PartBuilder, Run, Stop, StopReason, build_run
 from execrl.config import TrainConfig, build
 from execrl.distributed import Executor, build_executor
-from execrl.recipes.evaluate import evaluate_checkpoint_once, finish_report
+from execrl.episodes import StepEpisodes, truncation_rate
+from execrl.recipes.evaluate import Evaluation
 from execrl.rollout.engine import Engine, create_engine
-from execrl.scheduler import AdaptiveSettings, Scheduler, build_scheduler
-from execrl.scheduler.length import LengthCurriculum, LengthSettings, truncation_rate
-from execrl.scheduler.prompt_cap import PromptStage
 from execrl.scheduler.report import write_domain_report
-from execrl.tasks.schema import Task
 from execrl.telemetry import RunTelemetry, alarm_rules_from_config
 from execrl.telemetry.webhook import WebhookConfig
-from execrl.trainer import (
-    TrainerConfig,
-    ValueHead,
-    build_optimizer,
-    latest_checkpoint,
-    learns_values,
-    load_checkpoint,
-    save_checkpoint,
-)
-from execrl.trainer import (
-    build_scheduler as build_lr_scheduler,
-)
-from execrl.trainer.lora import frozen_sharing_copy, has_adapters, merged_copy
+from execrl.trainer import save_checkpoint
+from execrl.trainer.lora import has_adapters, merged_copy
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
+    from execrl.components.sampling import StepSampler
+    from execrl.episodes import Environment
     from execrl.sandbox import Sandbox
     from execrl.sandbox.service.client import ServiceClient
 
 log = logging.getLogger("execrl.train")
-
-
-class StopReason(enum.Enum):
-    SIGNAL = "signal"  # SIGINT/SIGTERM: checkpoint, stop, exit 130; no final eval
-    ALARM = "alarm"  # an alarm rule with action "stop" fired; no final eval
-    WALL_TIME = "wall_time"  # run.max_wall_time_s reached; the final eval still runs
-
-
-@dataclass(frozen=True)
-class Stop:
-    reason: StopReason
-    detail: str  # e.g. "SIGINT", "loss_nonfinite", "run.max_wall_time_s=660 reached"
-
-    def __str__(self) -> str:
-        if self.reason is StopReason.SIGNAL:
-            return f"signal {self.detail}"
-        if self.reason is StopReason.ALARM:
-            return f"alarm: {self.detail}"
-        return self.detail
 
 
 @dataclass(frozen=True)
@@ -84,110 +50,10 @@ class TrainOutcome:
     stopped_early: Stop | None  # why training ended before total_steps, if it did
 
 
-@dataclass
-class Run:
-    """Everything the loop holds, built once by ``setup_run`` (a resumed run restores it in place)."""
-
-    config: TrainConfig
-    run_dir: Path
-    model: PreTrainedModel
-    tokenizer: PreTrainedTokenizerBase
-    tcfg: TrainerConfig
-    ref_model: PreTrainedModel | None  # the frozen reference when algorithm.kl_coef > 0 (LoRA: the policy)
-    value_head: ValueHead | None  # PPO's learned value head; None for the GRPO family
-    optimizer: torch.optim.Optimizer
-    lr_scheduler: torch.optim.lr_scheduler.LRScheduler
-    tasks: Scheduler  # which tasks each step draws (static mixture or adaptive)
-    engine: Engine
-    start_step: int
-    old_logprobs_from_rollout: bool  # the update reuses the rollout's log-probs (see rollout_logprobs_exact)
-    length: LengthCurriculum  # the completion-length cap of each step (stages, automatic rise)
-    prompt_stages: tuple[PromptStage[Task], ...] = ()  # the prompt-length cap's stages (() = not computed)
-    stop: Stop | None = None
-    behaviour_model: PreTrainedModel | None = None  # async: the weights the in-flight rollout samples with
-
-    @property
-    def extra_modules(self) -> dict[str, torch.nn.Module] | None:
-        extra = {"value_head": self.value_head, "behaviour_policy": self.behaviour_model}
-        kept = {name: module for name, module in extra.items() if module is not None}
-        return kept or None
-
-    def request_stop(self, reason: StopReason, detail: str) -> None:
-        if self.stop is None:
-            self.stop = Stop(reason, detail)
-
-
-def rollout_logprobs_exact(config: TrainConfig, tcfg: TrainerConfig) -> bool:
-    """With one pass over each rollout the behaviour policy is the current one: reuse the rollout's
-    log-probs instead of a second forward pass. They equal the trainer's only without top-k/top-p."""
-    rollout = config.rollout
-    return tcfg.ppo_epochs == 1 and rollout.top_k == 0 and rollout.top_p == 1.0
-
-
-def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
-    run_dir = resume_dir if resume_dir is not None else setup.new_run_dir(config)
-    if resume_dir is None:
-        setup.write_run_files(run_dir, config)
-    setup.seed_everything(config.run.seed)
-    setup.register_extra_verifiers(config)
-    model, tokenizer, model_path = setup.load_policy(config)
-    tcfg = setup.trainer_config(config)
-    ref_model = setup.reference_model(config, model, model_path)  # with LoRA: the policy, adapters off
-    # PPO learns a value head on the policy's hidden states; the GRPO family needs none.
-    value_head = ValueHead(model.config.hidden_size) if learns_values(tcfg.advantage_estimator) else None
-    optimizer = build_optimizer(model, tcfg, extra_modules=(value_head,) if value_head is not None else ())
-    suites = setup.load_suites(config.tasks.suites, "train", config.tasks.max_difficulty)
-    stages = training_prompt_stages(config, suites, model, tokenizer)
-    run = Run(
-        config=config,
-        run_dir=run_dir,
-        model=model,
-        tokenizer=tokenizer,
-        tcfg=tcfg,
-        ref_model=ref_model,
-        value_head=value_head,
-        optimizer=optimizer,
-        lr_scheduler=build_lr_scheduler(optimizer, tcfg),
-        tasks=task_scheduler(config, suites=suites, prompt_stages=stages),
-        engine=setup.rollout_engine(config, model, tokenizer),  # LoRA: over a folded copy (lora_fold.py)
-        start_step=0,
-        old_logprobs_from_rollout=rollout_logprobs_exact(config, tcfg),
-        length=length_curriculum(config),
-        prompt_stages=stages,
-        behaviour_model=behaviour_copy(model) if config.algorithm.async_steps else None,
-    )
-    checkpoint = latest_checkpoint(run_dir) if resume_dir is not None else None
-    if checkpoint is not None:
-        state = load_checkpoint(
-            checkpoint, model, run.optimizer, run.lr_scheduler, extra_modules=run.extra_modules
-        )
-        run.start_step = int(state.data_state["next_step"])
-        if "scheduler" in state.data_state:  # checkpoints written before the adaptive scheduler have none
-            run.tasks.load_state_dict(state.data_state["scheduler"])
-        if "length" in state.data_state:  # checkpoints written before the length curriculum have none
-            run.length.load_state_dict(state.data_state["length"])
-        log.info("resumed from %s at step %d", checkpoint, run.start_step)
-    return run
-
-
-def length_curriculum(config: TrainConfig) -> LengthCurriculum:
-    """The run's length cap per step (``rollout.max_new_tokens``, its stages and automatic rise)."""
-    return LengthCurriculum(build(LengthSettings, config.rollout))
-
-
-def behaviour_copy(model: PreTrainedModel) -> PreTrainedModel:
-    """A frozen copy of the policy for the background rollout of async mode (checkpointed). Parameters the
-    policy never trains (LoRA's base weights) are shared, not copied: the copy costs the adapters only."""
-    clone = frozen_sharing_copy(model)
-    clone.eval()
-    clone.requires_grad_(False)
-    return clone
-
-
-def sample_and_score(run: Run, step: int, sampler: GroupSampler) -> tuple[dict[str, float], ScoredGroups]:
-    """Draw the step's tasks, generate and score their groups (DAPO refill if configured), and let the
-    scheduler learn from every group, dropped ones too. Returns the domain weights the draw used (logged)
-    and the groups."""
+def sample_episodes(run: Run, step: int, sampler: StepSampler) -> tuple[dict[str, float], StepEpisodes]:
+    """Draw the step's tasks, sample and judge their groups (DAPO refill if configured), and let the
+    scheduler learn from every group, dropped ones too, and the length curriculum from the truncation.
+    Returns the domain weights the draw used (logged) and the groups."""
     weights = run.tasks.domain_weights()
     algorithm = run.config.algorithm
     groups = sampler.sample_step(
@@ -198,7 +64,7 @@ def sample_and_score(run: Run, step: int, sampler: GroupSampler) -> tuple[dict[s
         max_resample_rounds=algorithm.max_resample_rounds,
     )
     run.tasks.observe(step, groups.outcomes)
-    run.length.observe(step, truncation_rate(groups.rollout.finish_reasons))  # may raise the next caps
+    run.length.observe(step, truncation_rate(groups.episodes))  # may raise the next caps
     return weights, groups
 
 
@@ -217,34 +83,39 @@ def publish_weights(run: Run, executor: Executor, step: int) -> dict[str, float]
 
 @dataclass(frozen=True)
 class Session:
-    """What a single-turn recipe's steps run in (``single_turn_session``)."""
+    """What a recipe's steps run in (``session``)."""
 
     run: Run
     telemetry: RunTelemetry
     sandbox: Sandbox | ServiceClient
-    executor: Executor  # generate-and-score: this process (default) or Ray actors (executor.kind="ray")
+    environment: Environment  # what an episode is: one turn, refine feedback, tool calls, yours
+    executor: Executor  # sampling: this process (default) or Ray actors (executor.kind="ray")
+    evaluation: Evaluation  # the held-out evaluation of the base and trained models
     started: float  # time.monotonic() at the start, for run.max_wall_time_s
 
 
 @contextmanager
-def single_turn_session(config: TrainConfig, resume_dir: Path | None) -> Iterator[Session]:
-    """Set up a GRPO/PPO/async run: the run (model, optimizer, scheduler; restored on resume), telemetry,
-    SIGINT/SIGTERM handling, the sandbox, the group sampler and the executor it runs on (weights published
-    as version ``start_step``), then the base model's evaluation (skipped when ``eval/base.json`` exists).
-    Everything is closed on exit, the executor before the sandbox."""
-    run = setup_run(config, resume_dir)
+def session(
+    config: TrainConfig, resume_dir: Path | None, *, parts: Mapping[str, PartBuilder] | None = None
+) -> Iterator[Session]:
+    """Set up a run: the run (``build_run``: model, optimizer, scheduler, the recipe's ``parts``; restored
+    on resume), telemetry, SIGINT/SIGTERM handling, the sandbox (sized for the sessions tool episodes
+    hold), the environment, the step sampler and the executor it runs on (weights published as version
+    ``start_step``), then the base model's evaluation (skipped when its file exists). Everything is closed
+    on exit, the executor before the sandbox."""
+    run = build_run(config, resume_dir, parts=parts)
     telemetry = run_telemetry(run, resuming=resume_dir is not None)
     started = time.monotonic()
-    with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run):
-        sampler = (StreamingGroupSampler if config.rollout.stream_scoring else GroupSampler)(
-            run.engine, run.tokenizer, sandbox, setup.reward_config(config), setup.sampling_params(config),
-            seed=config.run.seed, length_cap=run.length.cap,
-        )  # fmt: skip
+    sandbox_cm = setup.build_sandbox(config, sessions=setup.sessions_held(config))
+    with sandbox_cm as sandbox, telemetry, stop_on_signals(run):
+        environment = setup.build_environment(config, sandbox)
+        sampler = setup.step_sampler(config, environment, run.engine, run.tokenizer, run.length.cap)
         with closing(build_executor(config, sampler)) as executor:
             executor.publish_weights(run.model, version=run.start_step)
+            evaluation = Evaluation(config, sandbox, environment, run.tokenizer)
             if config.eval.enabled:
-                evaluate_checkpoint_once(run.run_dir, "base", run.engine, config, sandbox)
-            yield Session(run, telemetry, sandbox, executor, started)
+                evaluation.run(run.run_dir, "base", run.engine)
+            yield Session(run, telemetry, sandbox, environment, executor, evaluation, started)
 
 
 def finish_session(session: Session, last_step: int) -> TrainOutcome:
@@ -253,8 +124,8 @@ def finish_session(session: Session, last_step: int) -> TrainOutcome:
     run = session.run
     write_domain_report(run.run_dir)  # domains.md + plots/domain_weights.png
     if final_eval_due(run):
-        evaluate_checkpoint_once(run.run_dir, "trained", trained_engine(run), run.config, session.sandbox)
-        finish_report(run.run_dir, run.config)
+        session.evaluation.run(run.run_dir, "trained", trained_engine(run))
+        session.evaluation.finish(run.run_dir)
     return TrainOutcome(run_dir=run.run_dir, last_step=last_step, stopped_early=run.stop)
 
 
@@ -268,39 +139,6 @@ def trained_engine(run: Run) -> Engine:
         return run.engine
     merged = merged_copy(run.model)
     return create_engine(run.config.rollout.engine, model=merged, tokenizer=run.tokenizer)
-
-
-def task_scheduler(
-    config: TrainConfig,
-    *,
-    suites: dict[str, list[Task]] | None = None,
-    prompt_stages: tuple[PromptStage[Task], ...] = (),
-) -> Scheduler:
-    """The run's scheduler over the training suites (loaded here unless given), drawing each step from its
-    prompt-cap stage's suites when ``prompt_stages`` are given."""
-    sched = config.scheduler
-    if suites is None:
-        suites = setup.load_suites(config.tasks.suites, "train", config.tasks.max_difficulty)
-    return build(
-        build_scheduler, sched, suites=suites, weights=config.tasks.suites, seed=config.run.seed,
-        settings=build(AdaptiveSettings, sched), rounds_per_step=config.algorithm.max_resample_rounds + 1,
-        prompt_stages=prompt_stages,
-    )  # fmt: skip
-
-
-def training_prompt_stages(
-    config: TrainConfig,
-    suites: dict[str, list[Task]],
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-) -> tuple[PromptStage[Task], ...]:
-    """The prompt-length cap's stages (and the model's context bound) for the single-turn recipes; the
-    episode recipes (refine RL, tools) render their prompts otherwise and get none (the config refuses a
-    cap there)."""
-    if config.refine.multi_turn or config.tools.enabled:
-        return ()
-    context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
-    return run_prompt_stages(config, suites, tokenizer, context_tokens=context)
 
 
 def finish_step(
@@ -358,17 +196,6 @@ def run_steps(
             break
     bar.close()
     return last_step
-
-
-def step_timings(t0: float, t1: float, t2: float, *, model_tokens: int) -> dict[str, float]:
-    """The episode recipes' step timings from ``perf_counter`` stamps: start, after rollout and reward, after
-    the update; ``model_tokens`` the tokens the model sampled in the step."""
-    return {
-        "perf/rollout_and_reward_s": t1 - t0,
-        "perf/update_s": t2 - t1,
-        "perf/step_s": t2 - t0,
-        "perf/step_tokens_per_s": model_tokens / (t2 - t0),
-    }
 
 
 def final_eval_due(run: Run) -> bool:

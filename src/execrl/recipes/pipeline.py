@@ -37,9 +37,10 @@ from pathlib import Path
 import torch
 
 from execrl.components import setup
-from execrl.components.sampling import ScoredGroups
 from execrl.config import ConfigError, TrainConfig
 from execrl.distributed import Executor
+from execrl.episodes import Environment, StepEpisodes, episodes_to_batch, group_index, reward_tensors
+from execrl.episodes.batch import aligned_logprobs
 from execrl.recipes.audit import audit_step
 from execrl.recipes.batch import (
     logprob_gap,
@@ -47,9 +48,7 @@ from execrl.recipes.batch import (
     overlong_filtered,
     overlong_shaping,
     ppo_targets,
-    reward_tensors,
     step_metrics,
-    to_train_batch,
 )
 from execrl.recipes.loop import (
     Run,
@@ -58,36 +57,51 @@ from execrl.recipes.loop import (
     inject_nan_loss,
     publish_weights,
     run_steps,
-    single_turn_session,
+    session,
 )
+from execrl.recipes.ppo import value_head
 from execrl.trainer import (
     TrainBatch,
-    behaviour_logprobs,
     compute_advantages,
     policy_update,
     prepare_batch,
     truncated_is_weights,
 )
+from execrl.trainer.lora import frozen_sharing_copy
 
-__all__ = ["OneStepOff", "train", "train_step"]
+__all__ = ["OneStepOff", "behaviour_copy", "train", "train_step"]
+
+
+def behaviour_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A frozen copy of the policy for the background rollout (checkpointed as ``behaviour_policy``).
+    Parameters the policy never trains (LoRA's base weights) are shared, not copied: the copy costs the
+    adapters only."""
+    clone = frozen_sharing_copy(model)  # type: ignore[arg-type]
+    clone.eval()
+    clone.requires_grad_(False)
+    return clone
 
 
 def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool = True) -> TrainOutcome:
-    """Set up as ``grpo.train`` does, then run ``train_step`` with step t+1's rollout in a background thread
-    (``OneStepOff``); the thread is joined before the final evaluation uses the sandbox."""
+    """Set up as ``grpo.train`` does (with the behaviour copy and, for PPO, the value head), then run
+    ``train_step`` with step t+1's rollout in a background thread (``OneStepOff``); the thread is joined
+    before the final evaluation uses the sandbox."""
     if not config.algorithm.async_steps:
         raise ConfigError("the one-step-off recipe needs algorithm.async_steps=1")
-    with single_turn_session(config, resume_dir) as session:
-        with OneStepOff(session.run, session.executor) as rollouts:  # exits (joins) before the executor
-            step_fn = partial(train_step, session.run, rollouts=rollouts, executor=session.executor)
-            last_step = run_steps(
-                session.run, session.telemetry, step_fn, started=session.started, progress=progress
-            )
-        return finish_session(session, last_step)
+    parts = {"behaviour_policy": behaviour_copy}
+    if config.algorithm.learns_values:
+        parts = {"value_head": value_head, **parts}
+    with session(config, resume_dir, parts=parts) as s:
+        with OneStepOff(s.run, s.executor) as rollouts:  # exits (joins) before the executor
+            step_fn = partial(train_step, s.run, rollouts=rollouts, executor=s.executor, environment=s.environment)
+            last_step = run_steps(s.run, s.telemetry, step_fn, started=s.started, progress=progress)
+        return finish_session(s, last_step)
 
 
-def train_step(run: Run, step: int, *, rollouts: OneStepOff, executor: Executor) -> dict[str, float]:
-    """One step: take step t's groups, start step t+1's rollout, advantages, off-policy correction, update."""
+def train_step(
+    run: Run, step: int, *, rollouts: OneStepOff, executor: Executor, environment: Environment
+) -> dict[str, float]:
+    """One step: take step t's episodes, start step t+1's rollout, advantages, off-policy correction, update."""
     config = run.config
     t0 = time.perf_counter()
     weights, groups = rollouts.take(step)  # sampled by the weights of step t-1 (step 0: the initial ones)
@@ -95,50 +109,49 @@ def train_step(run: Run, step: int, *, rollouts: OneStepOff, executor: Executor)
     t1 = time.perf_counter()
     # The audit uses the sandbox, so it runs before step t+1's rollout starts using it in the thread;
     # its share is taken of this step's sampling time (the update has not run yet).
-    audit = audit_step(run.run_dir, step, groups, executor.sampler, config, step_s=t1 - t0)
+    audit = audit_step(run.run_dir, step, groups, environment, config, step_s=t1 - t0)
     rollouts.start_next(step)  # the behaviour copy takes version t; step t+1's rollout starts with it
     batch = advantage_batch(run, step, groups)  # GRPO's group-relative or PPO's GAE advantages
-    gap = logprob_gap(run, batch, groups.rollout)  # the proximal log-probs are recomputed: measure the gap
+    gap = logprob_gap(run, batch, groups.episodes)  # the proximal log-probs are recomputed: measure the gap
     batch = prepare_batch(  # old log-probs = pi_prox, the current weights before this update
         run.model, batch, run.tcfg, ref_model=run.ref_model, value_model=run.value_head
     )
-    mu = behaviour_logprobs(groups.rollout.sampling_logprobs, batch.input_ids.shape[1])  # [N, S] log mu
+    mu = aligned_logprobs(groups.episodes, sampling=True)  # [N, S] log mu, the behaviour policy's
     is_weights, off_metrics = truncated_is_weights(  # min(pi_prox / mu, cap) per token, [N, S]
         batch.old_logprobs, mu, batch.response_mask, cap=config.algorithm.offpolicy_is_cap
     )
     batch = dataclasses.replace(batch, advantages=batch.advantages * is_weights)  # decoupled PPO
     metrics = policy_update(  # the clip is taken against pi_prox; the weights above correct for mu
         run.model, run.optimizer, run.lr_scheduler, batch, run.tcfg, ref_model=run.ref_model,
-        value_model=run.value_head,
+        value_model=run.value_head,  # type: ignore[arg-type]
     )  # fmt: skip
     t2 = time.perf_counter()
     metrics.update(logprob_gap_metric(gap, metrics))  # generation vs training log-probs
     metrics.update(off_metrics)  # train/offpolicy_ratio_*, train/offpolicy_clipped_frac
-    metrics.update(step_metrics(run, step, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))
+    metrics.update(step_metrics(run, step, groups, weights, environment, sample_s=t1 - t0, update_s=t2 - t1))
     metrics["train/offpolicy_staleness_steps"] = 0.0 if step == 0 else 1.0  # t >= 1: sampled by t-1
     metrics.update(audit)  # reward hacking (see above for why it ran before the update)
     metrics.update(publish_weights(run, executor, step))  # version step + 1 out; executor/* metrics
     return metrics
 
 
-def advantage_batch(run: Run, step: int, groups: ScoredGroups) -> TrainBatch:
+def advantage_batch(run: Run, step: int, groups: StepEpisodes) -> TrainBatch:
     """Step ``step``'s train batch with the advantages the synchronous recipe would use: group-relative
     (``grpo.train_step``) or, with PPO's value head, old values, GAE and returns (``ppo.train_step``). Old
     log-probs are left to ``prepare_batch`` (the rollout's are the behaviour policy's, not pi_prox)."""
-    rewards, valid = reward_tensors(groups.scores)  # [N] each
-    rewards = rewards + overlong_shaping(run, step, groups.rollout)  # DAPO soft overlong punishment; 0 if off
-    loss_rows = overlong_filtered(run, groups.rollout, valid)  # DAPO overlong filtering (off: valid)
+    episodes = groups.episodes
+    rewards, valid = reward_tensors(episodes)  # [N] each
+    rewards = rewards + overlong_shaping(run, step, episodes)  # DAPO soft overlong punishment; 0 if off
+    loss_rows = overlong_filtered(run, episodes, valid)  # DAPO overlong filtering (off: valid)
     if run.value_head is None:
         advantages = compute_advantages(
-            run.tcfg.advantage_estimator, rewards, group_ids=groups.rollout.group_index, valid=valid,
+            run.tcfg.advantage_estimator, rewards, group_ids=group_index(episodes), valid=valid,
             eps=run.tcfg.advantage_std_eps,
         )  # fmt: skip
-        return to_train_batch(
-            groups.rollout, inject_nan_loss(run, step, advantages), loss_rows, old_logprobs_from_rollout=False
-        )
-    batch = to_train_batch(
-        groups.rollout, torch.zeros_like(rewards), loss_rows, old_logprobs_from_rollout=False
-    )
+        return episodes_to_batch(episodes, inject_nan_loss(run, step, advantages), loss_rows,
+                                 pad_token_id=run.pad_token_id, old_logprobs_from_rollout=False)  # fmt: skip
+    batch = episodes_to_batch(episodes, torch.zeros_like(rewards), loss_rows, pad_token_id=run.pad_token_id,
+                              old_logprobs_from_rollout=False)  # fmt: skip
     batch = ppo_targets(
         run.model, run.value_head, batch, rewards, gamma=run.tcfg.gamma, lam=run.tcfg.gae_lambda
     )
@@ -159,8 +172,8 @@ class OneStepOff:
         self.behaviour_model = run.behaviour_model
         self.executor = executor
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="execrl-rollout")
-        self.pending: Future[tuple[dict[str, float], ScoredGroups]] | None = None
-        self.engine = setup.rollout_engine(run.config, run.behaviour_model, run.tokenizer)  # LoRA: folded
+        self.pending: Future[tuple[dict[str, float], StepEpisodes]] | None = None
+        self.engine = setup.rollout_engine(run.config, run.behaviour_model, run.tokenizer)  # type: ignore[arg-type]
         if run.start_step > 0:  # resume: step start_step is sampled by the checkpointed behaviour copy
             executor.publish_weights(run.behaviour_model, version=run.start_step - 1)
 
@@ -170,7 +183,7 @@ class OneStepOff:
     def __exit__(self, *exc: object) -> None:
         self.thread.shutdown(wait=True)  # a rollout in flight finishes before the sandbox closes
 
-    def _sample(self, step: int, version: int) -> tuple[dict[str, float], ScoredGroups]:
+    def _sample(self, step: int, version: int) -> tuple[dict[str, float], StepEpisodes]:
         """Step ``step``'s groups, generated with weights ``version`` (the behaviour copy's)."""
         weights = self.run.tasks.domain_weights()  # read-only here: observe runs on the main thread
         alg = self.run.config.algorithm
@@ -184,7 +197,7 @@ class OneStepOff:
         )
         return weights, groups
 
-    def take(self, step: int) -> tuple[dict[str, float], ScoredGroups]:
+    def take(self, step: int) -> tuple[dict[str, float], StepEpisodes]:
         """Step ``step``'s domain weights and groups: from the rollout in flight, or (the first step of a run
         or of a resume) sampled now by the behaviour copy, which holds version ``step - 1``."""
         if self.pending is None:

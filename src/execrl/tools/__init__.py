@@ -1,20 +1,21 @@
-"""execrl.tools: tool-calling episodes for RL (the model calls the sandbox mid-answer).
+"""execrl.tools: tool calling (the model calls the sandbox mid-answer), for RL and for serving.
 
 Modules: ``registry.py`` (``Tool`` in the OpenAI ``tools`` format, ``register_tool``), ``builtin.py``
 (``python``: a cell in the episode's sandbox session; ``run_tests``: the task's visible tests),
-``calls.py`` (declaring tools to the model, Hermes ``<tool_call>`` parsing, structured errors),
-``episode.py`` (the episode loop, token budgets, output truncation, the judge on the hidden tests),
-``metrics.py`` (the per-step tool metrics) and ``remote.py`` (the same episodes against any OpenAI-compatible
-endpoint, ``execrl tools run`` in ``cli.py``). One request: ``rollout_tool_episodes`` renders the prompt with
-the tools -> the engine samples until ``</tool_call>`` -> ``parse_call`` -> the tool runs in the
-episode's forked session -> its answer is appended as a ``tool`` message (ids exact, masked) -> ... ->
-the final answer is scored on the hidden tests in fresh jails.
+``calls.py`` (declaring tools to the model, parsing a call by its format's rules, structured errors),
+``env.py`` (``ToolEnvironment``: the ``tools`` environment of the one rollout loop, ``execrl.episodes``:
+sessions forked per sample, calls answered and counted, the judge on the hidden tests), ``metrics.py``
+(the per-step tool metrics) and ``remote.py`` (the same environment against any OpenAI-compatible
+endpoint, ``execrl tools run`` in ``cli.py``). One request: the loop renders the prompt with the tools ->
+the engine samples until the end of a call -> ``ToolEnvironment`` parses it -> the tool runs in the
+episode's forked session -> its answer is appended as a ``tool`` message (as data, masked, within the
+budget) -> ... -> the final answer is scored on the hidden tests in fresh jails.
 """
 
 from __future__ import annotations
 
 from execrl.tools.calls import CallError, ToolCall, parse_call
-from execrl.tools.episode import ToolConfig, ToolEpisode, rollout_tool_episodes, truncate_output
+from execrl.tools.env import ToolConfig, ToolEnvironment, judge_answers
 from execrl.tools.metrics import tool_metrics
 from execrl.tools.registry import (
     Tool,
@@ -26,26 +27,21 @@ from execrl.tools.registry import (
     tool_names,
     unregister_tool,
 )
-from execrl.tools.remote import Endpoint, RemoteEpisode, run_remote_episodes
 
 __all__ = [
     "CallError",
-    "Endpoint",
-    "RemoteEpisode",
     "Tool",
     "ToolCall",
     "ToolConfig",
     "ToolContext",
-    "ToolEpisode",
+    "ToolEnvironment",
     "ToolError",
     "ToolOutput",
     "get_tool",
+    "judge_answers",
     "parse_call",
     "register_tool",
-    "rollout_tool_episodes",
-    "run_remote_episodes",
     "tool_metrics",
     "tool_names",
-    "truncate_output",
     "unregister_tool",
 ]

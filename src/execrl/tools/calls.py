@@ -48,13 +48,17 @@ __all__ = [
     "call_text",
     "check_call",
     "error_text",
+    "fenced_blocks",
     "find_call",
+    "json_depth",
+    "load_json",
     "hermes_system_prompt",
     "parse_call",
     "parse_python_block",
     "prompt_messages",
     "python_block_system_prompt",
     "response_content",
+    "response_wrapper",
     "read_call",
     "template_renders_tools",
 ]
@@ -62,7 +66,6 @@ __all__ = [
 CALL_START, CALL_END = "<tool_call>", "</tool_call>"
 PYTHON_BLOCK_STOP = "\n```\n"  # a closing fence; an opening one carries its language (```python)
 CallFormat = Literal["hermes", "python_block"]
-_PYTHON_OPENER = re.compile(r"```(?:python|py)[ \t]*\n")
 ErrorKind = Literal["bad_json", "bad_call", "unknown_tool", "bad_arguments", "not_offered"]
 
 
@@ -126,29 +129,71 @@ def prompt_messages(
     return [{"role": "system", "content": block}, *out]
 
 
+MAX_CALL_DEPTH = 32  # JSON nesting of a call's body; deeper is a counted bad_json, never a RecursionError
+
+
+def json_depth(text: str) -> int:
+    """The deepest ``[``/``{`` nesting of ``text`` outside JSON strings (a linear scan: a model or an
+    endpoint can write 100,000 brackets, and ``json.loads`` recurses once per level)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string, escaped = True, False
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def load_json(text: str) -> Any:
+    """``json.loads`` for text a model or an endpoint wrote: nesting past ``MAX_CALL_DEPTH`` raises
+    ``ValueError`` like any other malformed JSON (never ``RecursionError``)."""
+    if json_depth(text) > MAX_CALL_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_CALL_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except RecursionError as exc:  # pragma: no cover - json_depth bounds it first
+        raise ValueError("nested too deep") from exc
+
+
 def read_call(text: str) -> tuple[str, Any] | CallError | None:
-    """The name and arguments of the call at the end of a model turn, unchecked against any schema
-    (``None``: the turn calls no tool). Arguments sent as a JSON string (the OpenAI wire format) are
-    decoded."""
-    start = text.rfind(CALL_START)
+    """The name and arguments of the call in a model turn, unchecked against any schema (``None``: the turn
+    calls no tool). Parsed as the format says: the first ``<tool_call>`` opens the call, its JSON object is
+    read whole (so a ``<tool_call>`` inside a string of the code is just text), and ``</tool_call>`` must
+    follow it. Arguments sent as a JSON string (the OpenAI wire format) are decoded."""
+    start = text.find(CALL_START)
     if start < 0:
         return None
     body = text[start + len(CALL_START) :]
-    end = body.find(CALL_END)
-    if end < 0:
+    if CALL_END not in body:
         return CallError("bad_call", f"the call has no closing {CALL_END}")
     try:
-        data = json.loads(body[:end])
-    except ValueError as exc:
-        return CallError("bad_json", f"the call is not valid JSON: {exc}")
+        if json_depth(body) > MAX_CALL_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_CALL_DEPTH} levels")
+        stripped = body.lstrip()
+        data, end = json.JSONDecoder().raw_decode(stripped)
+    except (ValueError, RecursionError) as exc:
+        return CallError("bad_json", f"the call is not valid JSON: {str(exc)[:200]}")
+    if not stripped[end:].lstrip().startswith(CALL_END):
+        return CallError("bad_json", f"the call's JSON is not followed by {CALL_END}")
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         return CallError("bad_call", 'a call is a JSON object {"name": "<tool>", "arguments": {...}}')
     name, arguments = data["name"], data.get("arguments", {})
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = load_json(arguments)
         except ValueError as exc:
-            return CallError("bad_json", f"the arguments string is not valid JSON: {exc}")
+            return CallError("bad_json", f"the arguments string is not valid JSON: {str(exc)[:200]}")
     return name, arguments
 
 
@@ -185,20 +230,48 @@ def call_text(name: str, arguments: Any) -> str:
     return f"{CALL_START}\n{body}\n{CALL_END}"
 
 
+_FENCE = re.compile(r"^ {0,3}(`{3,})[ \t]*([^`\s]*)[^`]*$")
+
+
+def fenced_blocks(text: str) -> list[tuple[str, int, int, bool]]:
+    """CommonMark fenced code blocks of ``text`` as (info word, first body line, end line, closed): an
+    opening fence is a line of 3+ backticks (up to 3 spaces of indent) with an info string; the block ends
+    at the first line of at least as many backticks and nothing else, or runs to the end unclosed."""
+    lines = text.split("\n")
+    blocks = []
+    i = 0
+    while i < len(lines):
+        opened = _FENCE.match(lines[i])
+        if opened is None:
+            i += 1
+            continue
+        ticks, info = len(opened.group(1)), opened.group(2).lower()
+        j = i + 1
+        while j < len(lines):
+            closing = _FENCE.match(lines[j])
+            if closing is not None and len(closing.group(1)) >= ticks and not lines[j].strip("` \t"):
+                break
+            j += 1
+        blocks.append((info, i + 1, j, j < len(lines)))
+        i = j + 1
+    return blocks
+
+
 def parse_python_block(text: str) -> ToolCall | CallError | None:
-    """The ``python_block`` convention: the python block closing the turn, as a ``python`` call."""
+    """The ``python_block`` convention: a closed ```` ```python ```` block that ends the turn (nothing but
+    whitespace after its closing fence) is a ``python`` call with the block as its code. Blocks are read
+    by CommonMark's rules (:func:`fenced_blocks`), so backticks inside the code are code."""
     body = text.rstrip()
-    if not body.endswith("```"):
+    blocks = fenced_blocks(body)
+    if not blocks:
         return None
-    openers = list(_PYTHON_OPENER.finditer(body, 0, len(body) - 3))
-    if not openers:
-        return None  # a bare fence or a block of another language: no call
-    code = body[openers[-1].end() : len(body) - 3]
-    if "```" in code:  # the python block closed earlier; the last fence opens or closes something else
-        return None
+    info, first, end, closed = blocks[-1]
+    if not closed or end != len(body.split("\n")) - 1 or info not in ("python", "py"):
+        return None  # no block closing the turn, or a block of another language: no call
+    code = "\n".join(body.split("\n")[first:end])
     if not code.strip():
         return CallError("bad_arguments", "the python block is empty")
-    return ToolCall("python", {"code": code.rstrip("\n")})
+    return ToolCall("python", {"code": code})
 
 
 def find_call(text: str, offered: Sequence[str], call_format: CallFormat) -> ToolCall | CallError | None:
@@ -211,12 +284,18 @@ def call_stop(call_format: CallFormat) -> str:
     return CALL_END if call_format == "hermes" else PYTHON_BLOCK_STOP
 
 
-def response_content(text: str, *, call_format: CallFormat, template_tools: bool) -> str:
-    """A tool's answer as the ``tool`` message's content: as is for a template that renders tools, else
-    wrapped the way the convention's prompt says it comes back."""
+def response_wrapper(*, call_format: CallFormat, template_tools: bool) -> tuple[str, str] | None:
+    """The text around a tool's answer in the ``tool`` message: none for a template that renders tools
+    (it wraps the message itself), else the way the convention's prompt says the answer comes back."""
     if call_format == "python_block":
-        return f"```output\n{text}\n```"
-    return text if template_tools else f"<tool_response>\n{text}\n</tool_response>"
+        return "```output\n", "\n```"
+    return None if template_tools else ("<tool_response>\n", "\n</tool_response>")
+
+
+def response_content(text: str, *, call_format: CallFormat, template_tools: bool) -> str:
+    """A tool's answer as the ``tool`` message's content (:func:`response_wrapper` around it)."""
+    wrapper = response_wrapper(call_format=call_format, template_tools=template_tools)
+    return text if wrapper is None else f"{wrapper[0]}{text}{wrapper[1]}"
 
 
 def error_text(error: CallError) -> str:

@@ -8,7 +8,6 @@ conversation. Cheap to import: the sandbox and the suite load inside the handler
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -21,7 +20,7 @@ __all__ = ["register"]
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from execrl.tools.episode import ToolConfig
+    from execrl.tools.env import ToolConfig
 
     return ToolConfig(
         max_tool_calls=args.max_tool_calls, max_turn_tokens=args.max_turn_tokens,
@@ -30,20 +29,20 @@ def _config(args: argparse.Namespace) -> Any:
     )  # fmt: skip
 
 
-def _line(e: Any) -> str:
-    verdict = "pass" if e.passed else "fail"
-    calls = ",".join(e.calls) or "-"
-    error = f"  error: {e.error[:200]}" if e.error else ""
+def _line(e: dict[str, Any]) -> str:
+    verdict = "pass" if e["passed"] else "fail"
+    calls = ",".join(e["calls"]) or "-"
+    error = f"  error: {e['error'][:200]}" if e["error"] else ""
     return (
-        f"{e.task_id:<40} {verdict}  reward {e.reward:.2f}  calls {e.tool_calls} ({calls})  "
-        f"parse errors {e.parse_errors}  stop {e.stop}{error}"
+        f"{e['task_id']:<40} {verdict}  reward {e['reward']:.2f}  calls {e['tool_calls']} ({calls})  "
+        f"parse errors {e['parse_errors']}  stop {e['stop']}{error}"
     )
 
 
 def _run(args: argparse.Namespace) -> int:
     from execrl.sandbox import Sandbox, SandboxConfig
     from execrl.tasks import load_suite
-    from execrl.tools.remote import Endpoint, run_remote_episodes, summarize
+    from execrl.tools.remote import Endpoint, episode_record, run_remote_episodes, summarize
 
     try:
         config = _config(args)
@@ -58,12 +57,16 @@ def _run(args: argparse.Namespace) -> int:
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     endpoint = Endpoint(
         args.url, args.model, api_key=args.api_key or os.environ.get("EXECRL_API_KEY"),
-        temperature=args.temperature, top_p=args.top_p, seed=args.seed, timeout_s=args.timeout_s,
+        timeout_s=args.timeout_s, send_seed=args.seed is not None,
     )  # fmt: skip
     with Sandbox(SandboxConfig(workers=args.sandbox_workers)) as sandbox:
-        episodes = run_remote_episodes(endpoint, tasks, sandbox, config=config, tokenizer=tokenizer)
-    for e in episodes:
-        print(_line(e))
+        episodes = run_remote_episodes(
+            endpoint, tasks, sandbox, config=config, tokenizer=tokenizer, temperature=args.temperature,
+            top_p=args.top_p, seed=args.seed or 0,
+        )  # fmt: skip
+    records = [episode_record(e) for e in episodes]
+    for record in records:
+        print(_line(record))
     summary = summarize(episodes)
     print(
         f"{len(episodes)} episodes: pass rate {summary['pass_rate']:.3f}, reward {summary['reward_mean']:.3f}, "
@@ -72,7 +75,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     if args.json:
         report = {"suite": args.suite, "split": args.split, "model": args.model, "url": args.url,
-                  "summary": summary, "episodes": [dataclasses.asdict(e) for e in episodes]}  # fmt: skip
+                  "summary": summary, "episodes": records}  # fmt: skip
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
         print(f"report: {args.json}")

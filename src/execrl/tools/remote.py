@@ -1,224 +1,34 @@
-"""Tool episodes against any OpenAI-compatible endpoint (``execrl serve``, vLLM, a hosted API): the
-training episode's loop with the model behind HTTP, for evaluating a served model on the tool suite.
+"""Tool episodes against any OpenAI-compatible endpoint (``execrl serve``, vLLM, a hosted API): the training
+environment (``tools/env.py``) driven by the one rollout loop with the HTTP backend
+(``execrl.episodes.chat``), for evaluating a served model on the tool suite (``execrl tools run``).
 
-One episode: the task's prompt and its tools' declarations (OpenAI ``tools``) go to
+One episode per task: the task's prompt and its tools' declarations (OpenAI ``tools``) go to
 ``/v1/chat/completions``; each ``tool_calls`` entry of the answer runs with execrl's tools (``python`` in
 the episode's sandbox session, forked from the task's ``SessionSpec`` template as in training;
-``run_tests`` on the visible tests) and comes back as a ``tool`` message; ... until an answer calls no
-tool, the call cap, or the token budget; then the final answer is judged on the hidden tests by the
-training episode's judge (:func:`execrl.tools.episode.judge_answers`), in fresh jails.
-
-A malformed call counts as in training: a ``tool_calls`` entry whose arguments are not JSON, name a tool
-the task does not offer, or do not fit its schema; or a ``<tool_call>`` left in the content (what
-``execrl serve`` returns for a call it could not parse). Each is answered with the structured error as
-a ``tool`` message (``tool_call_id``: the call's id, or ``call_malformed_N`` for one found in the
-content), counted in ``parse_errors`` and in the call cap, and the episode goes on. A well-formed call
-found in the content (an endpoint without a tool parser) is run like a ``tool_calls`` entry.
-
-Limits, unlike training: tokens are the server's (``usage``): ``max_turn_tokens`` is each request's
-``max_tokens``, and the episode's tokens are the growth of ``prompt_tokens`` plus the last
-``completion_tokens``, known only when an answer arrives (an endpoint without ``usage`` is not bounded
-by ``max_episode_tokens``). A tool answer is cut to ``max_tool_output_tokens`` tokens of ``tokenizer``
-when one is given, else to 4 characters per token. Episodes run one after the other; several calls in
-one answer run in order. An endpoint error (HTTP status, refused connection) ends the episode with
-``stop="error"`` and the error text; its answer so far is judged like any other. The HTTP client is the
-standard library's (``urllib``): no dependency.
+``run_tests`` on the visible tests) and comes back as a ``tool`` message with its ``tool_call_id``; ... until
+an answer calls no tool, the call cap, or the token budget; then the final answer is judged on the hidden
+tests by the training judge, in fresh jails. A malformed call counts as in training (a ``<tool_call>`` left
+in the content, what ``execrl serve`` returns for a call it could not parse, is parsed as a training turn).
+An endpoint error (an HTTP status, a refused connection, an answer that is not a chat completion) ends the
+episode with ``stop="error"``; its answer so far is judged like any other. Limits: the backend's
+(``execrl.episodes.chat``): tokens are the server's ``usage``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from execrl.tasks.schema import Task, prompt_for_chat
-from execrl.tools.calls import CALL_END, CALL_START, CallError, ToolCall, call_text, parse_call
-from execrl.tools.episode import (
-    ToolConfig,
-    answer_text,
-    close_sessions,
-    judge_answers,
-    offered_tools,
-    open_sessions,
-    truncate_output,
-)
-from execrl.tools.registry import ToolContext, get_tool
+from execrl.episodes import Episode, run_episodes
+from execrl.episodes.chat import ChatBackend, Endpoint
+from execrl.rollout.types import SamplingParams
+from execrl.tasks.schema import Task
+from execrl.tools.env import ToolConfig, ToolEnvironment
 
 if TYPE_CHECKING:
     from execrl.rewards.batch import SyncRunner
 
-__all__ = ["Endpoint", "EndpointError", "RemoteEpisode", "run_remote_episodes", "summarize"]
-
-CHARS_PER_TOKEN = 4
-
-
-class EndpointError(RuntimeError):
-    """The endpoint refused a request or could not be reached."""
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """An OpenAI-compatible server: ``base_url`` ends in ``/v1`` (``http://127.0.0.1:8000/v1``)."""
-
-    base_url: str
-    model: str
-    api_key: str | None = None
-    temperature: float = 1.0
-    top_p: float = 1.0
-    seed: int | None = None
-    timeout_s: float = 600.0
-
-    def chat(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], max_tokens: int
-    ) -> dict[str, Any]:
-        """One ``/chat/completions`` call; the decoded JSON answer."""
-        body: dict[str, Any] = {
-            "model": self.model, "messages": list(messages), "tools": list(tools), "tool_choice": "auto",
-            "max_tokens": max_tokens, "temperature": self.temperature, "top_p": self.top_p,
-        }  # fmt: skip
-        if self.seed is not None:
-            body["seed"] = self.seed
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        url = f"{self.base_url.rstrip('/')}/chat/completions"
-        request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                answer: dict[str, Any] = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            raise EndpointError(
-                f"HTTP {exc.code} from {url}: {exc.read()[:500].decode('utf-8', 'replace')}"
-            ) from exc
-        except (urllib.error.URLError, TimeoutError) as exc:
-            raise EndpointError(f"{url}: {exc}") from exc
-        if not answer.get("choices"):
-            raise EndpointError(f"{url} answered with no choices: {str(answer)[:500]}")
-        return answer
-
-
-@dataclass
-class RemoteEpisode:
-    task_id: str
-    messages: list[dict[str, Any]]  # the conversation in the OpenAI wire format
-    turns: int = 0
-    tool_calls: int = 0
-    parse_errors: int = 0
-    truncated_outputs: int = 0
-    tool_time_s: float = 0.0
-    first_prompt_tokens: int | None = None
-    tokens_used: int = 0  # the server's tokens after the first prompt (module doc)
-    final_text: str = ""
-    stop: str = ""  # "answer", "max_tool_calls", "episode_tokens" or "error"
-    error: str = ""
-    reward: float = 0.0
-    valid: bool = True
-    passed: bool = False
-    reason: str = ""
-    calls: list[str] = field(default_factory=list)  # the names called, "!kind" for a malformed call
-
-
-def _calls(
-    message: dict[str, Any], offered: Sequence[str], malformed_seen: int
-) -> list[tuple[str, ToolCall | CallError]]:
-    """The answer's calls as (id, call or error), each checked against the registered tools offered."""
-    out: list[tuple[str, ToolCall | CallError]] = []
-    for entry in message.get("tool_calls") or ():
-        function = entry.get("function") or {}
-        arguments = function.get("arguments", "{}")
-        written = json.dumps({"name": function.get("name"), "arguments": arguments}, ensure_ascii=False)
-        call = parse_call(f"{CALL_START}{written}{CALL_END}", offered)
-        out.append((str(entry.get("id") or f"call_{len(out)}"), call or CallError("bad_call", "empty call")))
-    content = message.get("content") or ""
-    if not out and CALL_START in content:
-        call = parse_call(content, offered)  # as training parses a turn (no closing tag: malformed)
-        if call is not None:
-            out.append((f"call_malformed_{malformed_seen}", call))
-    return out
-
-
-def _turn_text(message: dict[str, Any]) -> str:
-    """The answer as the model wrote it (its calls written back as text): the text the judge scores."""
-    text = message.get("content") or ""
-    for entry in message.get("tool_calls") or ():
-        function = entry.get("function") or {}
-        arguments = function.get("arguments")
-        with contextlib.suppress(ValueError):  # not JSON: written back as the string it is
-            arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
-        text += call_text(str(function.get("name")), arguments)
-    return text
-
-
-def _cut(text: str, tokenizer: Any, config: ToolConfig, left: int) -> tuple[str, bool]:
-    if tokenizer is not None:
-        cap = min(config.max_tool_output_tokens, max(left, 1))
-        return truncate_output(tokenizer, text, max_tokens=cap, budget_left=left)
-    chars = config.max_tool_output_tokens * CHARS_PER_TOKEN
-    if len(text) <= chars:
-        return text, False
-    return f"{text[:chars]}\n[... {len(text) - chars} characters cut]", True
-
-
-def _record_usage(e: RemoteEpisode, answer: dict[str, Any]) -> None:
-    usage = answer.get("usage") or {}
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    if isinstance(prompt, int) and isinstance(completion, int):
-        if e.first_prompt_tokens is None:
-            e.first_prompt_tokens = prompt
-        e.tokens_used = prompt - e.first_prompt_tokens + completion
-
-
-def _answer(e: RemoteEpisode, calls: list[tuple[str, ToolCall | CallError]], context: ToolContext,
-            config: ToolConfig, tokenizer: Any) -> None:  # fmt: skip
-    for call_id, call in calls:
-        e.tool_calls += 1
-        e.parse_errors += isinstance(call, CallError)
-        e.calls.append(f"!{call.kind}" if isinstance(call, CallError) else call.name)
-        started = time.perf_counter()
-        text = answer_text(call, context)
-        e.tool_time_s += time.perf_counter() - started
-        text, cut = _cut(text, tokenizer, config, config.max_episode_tokens - e.tokens_used)
-        e.truncated_outputs += cut
-        e.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
-
-
-def _episode(
-    endpoint: Endpoint, task: Task, context: ToolContext, config: ToolConfig, tokenizer: Any
-) -> RemoteEpisode:
-    offered = offered_tools(task, config)
-    declared = [get_tool(name).declaration() for name in offered]
-    prompt = prompt_for_chat(task.prompt)
-    e = RemoteEpisode(
-        task.id, [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-    )
-    while True:
-        left = config.max_episode_tokens - e.tokens_used
-        try:
-            answer = endpoint.chat(e.messages, declared, max_tokens=min(config.max_turn_tokens, max(left, 1)))
-        except EndpointError as exc:
-            e.stop, e.error = "error", str(exc)
-            return e
-        message = answer["choices"][0].get("message") or {}
-        e.turns += 1
-        _record_usage(e, answer)
-        e.final_text = _turn_text(message)
-        calls = _calls(message, offered, e.parse_errors)
-        if not calls:
-            e.stop = "answer"
-            return e
-        if e.tool_calls + len(calls) > config.max_tool_calls or e.tokens_used >= config.max_episode_tokens:
-            e.stop = (
-                "max_tool_calls" if e.tool_calls + len(calls) > config.max_tool_calls else "episode_tokens"
-            )
-            return e  # the calls are not run; this answer is the final one, as in training
-        kept = {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
-        e.messages.append({**kept, "role": "assistant", "content": message.get("content")})
-        _answer(e, calls, context, config, tokenizer)
+__all__ = ["Endpoint", "episode_record", "run_remote_episodes", "summarize"]
 
 
 def run_remote_episodes(
@@ -228,49 +38,60 @@ def run_remote_episodes(
     *,
     config: ToolConfig,
     tokenizer: Any = None,
-) -> list[RemoteEpisode]:
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    seed: int = 0,
+    concurrency: int = 1,
+) -> list[Episode]:
     """One episode per task against ``endpoint``, judged on the hidden tests (module doc)."""
     if config.call_format != "hermes":
         raise ValueError(
             f"tools.call_format={config.call_format!r}: an OpenAI endpoint returns tool_calls (the Hermes "
             "convention); the python_block convention is not served"
         )
-    templates, sessions = open_sessions(runner, tasks, 1, config)
-    episodes = []
+    backend = ChatBackend(endpoint, tokenizer=tokenizer, concurrency=concurrency)
+    params = SamplingParams(samples_per_prompt=1, max_new_tokens=config.max_turn_tokens, temperature=temperature,
+                            top_p=top_p, seed=seed)  # fmt: skip
     try:
-        for task, session in zip(tasks, sessions, strict=True):
-            context = ToolContext(task, session, runner, config.reward)
-            episodes.append(_episode(endpoint, task, context, config, tokenizer))
+        result = run_episodes(ToolEnvironment(runner, config), backend, tasks, params=params,
+                              max_episode_tokens=config.max_episode_tokens)  # fmt: skip
     finally:
-        close_sessions(templates, sessions)
-    verdicts = judge_answers(
-        tasks,
-        [e.final_text for e in episodes],
-        [e.parse_errors for e in episodes],
-        runner=runner,
-        config=config,
-    )
-    for e, v in zip(episodes, verdicts, strict=True):
-        e.reward, e.valid, e.passed, e.reason = v.reward, v.valid, v.passed, v.reason
-    return episodes
+        backend.close()
+    return list(result.episodes)
 
 
-def summarize(episodes: Sequence[RemoteEpisode]) -> dict[str, float]:
+def episode_record(e: Episode) -> dict[str, Any]:
+    """One episode as ``execrl tools run --json`` writes it."""
+    return {
+        "task_id": e.task_id, "messages": [dict(m) for m in e.messages], "turns": len(e.turns) or
+        int(sum(m.get("role") == "assistant" for m in e.messages)), "tool_calls": int(e.info.get("tool_calls", 0)),
+        "parse_errors": int(e.info.get("parse_errors", 0)), "truncated_outputs": int(e.info.get("truncated_outputs", 0)),
+        "tool_time_s": float(e.info.get("tool_time_s", 0.0)), "tokens_used": int(e.info.get("tokens_used", 0)),
+        "final_text": e.text, "stop": e.stop, "error": e.error,
+        "reward": e.reward, "valid": e.valid, "passed": e.passed, "reason": e.verdict.reason,
+        "calls": list(e.info.get("calls", ())),
+    }  # fmt: skip
+
+
+def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
     """Pass rate, mean reward, calls per episode, parse errors (in all, and per call: absent without a
     call), endpoint errors, and the share of each way an episode ended."""
-    n = max(len(episodes), 1)
-    calls = sum(e.tool_calls for e in episodes)
+    records = [episode_record(e) for e in episodes]
+    n = max(len(records), 1)
+    calls = sum(r["tool_calls"] for r in records)
     out = {
-        "episodes": float(len(episodes)),
-        "pass_rate": sum(e.passed for e in episodes) / n,
-        "reward_mean": sum(e.reward for e in episodes) / n,
+        "episodes": float(len(records)),
+        "pass_rate": sum(r["passed"] for r in records) / n,
+        "reward_mean": sum(r["reward"] for r in records) / n,
         "calls_per_episode": calls / n,
-        "parse_errors": float(sum(e.parse_errors for e in episodes)),
-        "endpoint_errors": float(sum(e.stop == "error" for e in episodes)),
-        "truncated_outputs": float(sum(e.truncated_outputs for e in episodes)),
+        "parse_errors": float(sum(r["parse_errors"] for r in records)),
+        "endpoint_errors": float(sum(r["stop"] == "error" for r in records)),
+        "truncated_outputs": float(sum(r["truncated_outputs"] for r in records)),
     }
     if calls:
         out["parse_error_rate"] = out["parse_errors"] / calls
     for stop in ("answer", "max_tool_calls", "episode_tokens", "error"):
-        out[f"stop_{stop}"] = sum(e.stop == stop for e in episodes) / n
+        out[f"stop_{stop}"] = sum(r["stop"] == stop for r in records) / n
     return out
+
+

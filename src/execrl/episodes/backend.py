@@ -1,0 +1,177 @@
+"""The model-backend seam of the rollout loop, and the local backend (an ``Engine`` in this process, or any
+object with its interface: execrl's ``hf`` engine, a vLLM engine process, a Ray rollout worker).
+
+A backend owns how a conversation is represented (``Context``: token ids for the local backend, messages
+for an OpenAI-compatible endpoint, ``chat.py``), samples model turns, and appends what the environment
+says. The loop (``loop.py``) only submits ``TurnRequest`` objects and collects ``TurnResult`` objects:
+
+* ``submit`` queues a request; ``wait`` returns at least one finished request (``[]`` when none is queued).
+* A group's first turn is one request for ``samples_per_prompt`` continuations, so the local engine
+  prefills the shared prompt once.
+
+How the local backend batches: ``wait`` runs ONE engine call over every queued request whose sampling
+parameters equal the first queued one's (in submission order), so the loop's lock-step waves (every live
+episode at the same turn, the same seed) become one call, exactly the calls the single-turn sampler and the
+old multi-turn loops made; requests with other parameters (a streamed group's own seed) wait for a later
+call. An engine that also offers ``submit(prompt_ids, params) -> Future[RolloutBatch]`` (the vLLM engine)
+gets each request as soon as it is queued and ``wait`` returns whichever finished first: continuous
+batching across episodes instead of lock-step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future
+from concurrent.futures import wait as wait_futures
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
+
+from execrl.episodes import render
+from execrl.episodes.types import Completion, Context, Message, Prompt, TurnRequest, TurnResult
+
+if TYPE_CHECKING:
+    from execrl.rollout.engine import Engine
+    from execrl.rollout.types import RolloutBatch
+
+__all__ = ["Backend", "LocalBackend", "completions_of"]
+
+
+class Backend(Protocol):
+    """What the rollout loop needs of a model (see the module docstring)."""
+
+    def open(self, prompt: Prompt) -> Context: ...
+
+    def renders_tools(self, declarations: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether tool declarations reach the model through the chat template / the API's ``tools``."""
+        ...
+
+    def submit(self, request: TurnRequest) -> None: ...
+
+    def wait(self) -> list[TurnResult]: ...
+
+    def append_turn(self, context: Context, completion: Completion) -> Context: ...
+
+    def append_messages(
+        self,
+        context: Context,
+        messages: Sequence[Message],
+        *,
+        content_caps: Sequence[int | None],
+        wrappers: Sequence[tuple[str, str] | None],
+        budget_left: int | None,
+    ) -> tuple[Context, int] | None:
+        """The environment's messages appended (bodies cut to fit, wrappers kept; how many were cut), or
+        None when they cannot fit ``budget_left`` tokens."""
+        ...
+
+    def tokens_used(self, context: Context) -> int | None:
+        """Tokens after the first prompt (model turns and environment messages); None while unknown."""
+        ...
+
+    def session(self, max_turns: int) -> Any:
+        """A context manager around one rollout call (the local backend reuses keys/values between the
+        turns of multi-turn episodes inside it)."""
+        ...
+
+
+def completions_of(batch: RolloutBatch, tokenizer: Any, caps: Sequence[int]) -> list[tuple[Completion, ...]]:
+    """Each request's rows of a prompt-major ``batch`` (``batch.samples_per_prompt`` rows per prompt), each
+    row cut to its request's cap ``caps[k]`` (finish reason ``length`` and the text re-decoded when cut)."""
+    out = []
+    samples = batch.samples_per_prompt
+    for k, cap in enumerate(caps):
+        rows = []
+        for row in range(k * samples, (k + 1) * samples):
+            n = int(batch.response_mask[row].sum())
+            ids = tuple(int(t) for t in batch.completion_ids[row, :n])
+            logprobs = tuple(float(x) for x in batch.logprobs[row, :n])
+            sampling = tuple(float(x) for x in batch.sampling_logprobs[row, :n])
+            text, finish = batch.texts[row], batch.finish_reasons[row]
+            if n > cap:  # a prefix of a sample is a sample under the shorter cap
+                ids, logprobs, sampling = ids[:cap], logprobs[:cap], sampling[:cap]
+                text, finish = str(tokenizer.decode(list(ids), skip_special_tokens=True)), "length"
+            rows.append(Completion(ids, logprobs, sampling, text, finish))
+        out.append(tuple(rows))
+    return out
+
+
+class LocalBackend:
+    """The local engine, in token space (module docstring). ``reuse_kv_max_bytes``: keys/values of earlier
+    turns kept inside ``session()`` (0: off; engines without a prefix cache ignore it)."""
+
+    def __init__(self, engine: Engine, tokenizer: Any, *, reuse_kv_max_bytes: int = 2 << 30) -> None:
+        self.engine, self.tokenizer = engine, tokenizer
+        self.reuse_kv_max_bytes = reuse_kv_max_bytes
+        self._queued: list[TurnRequest] = []
+        self._futures: dict[Future[RolloutBatch], TurnRequest] = {}
+        self._async = callable(getattr(engine, "submit", None))
+
+    @property
+    def pad_token_id(self) -> int:
+        return int(getattr(self.engine, "pad_token_id", None) or self.tokenizer.pad_token_id or 0)
+
+    def open(self, prompt: Prompt) -> Context:
+        return render.prompt_context(self.tokenizer, prompt)
+
+    def renders_tools(self, declarations: Sequence[Mapping[str, Any]]) -> bool:
+        return render.renders_tools(self.tokenizer, declarations)
+
+    def submit(self, request: TurnRequest) -> None:
+        if self._async:
+            submit = self.engine.submit  # type: ignore[attr-defined]
+            self._futures[submit([list(request.context.token_ids)], request.params)] = request
+        else:
+            self._queued.append(request)
+
+    def wait(self) -> list[TurnResult]:
+        if self._async:
+            return self._wait_async()
+        if not self._queued:
+            return []
+        params = self._queued[0].params
+        chosen = [r for r in self._queued if r.params == params]
+        self._queued = [r for r in self._queued if r.params != params]
+        batch = self.engine.generate([list(r.context.token_ids) for r in chosen], params)
+        rows = completions_of(batch, self.tokenizer, [r.max_new_tokens for r in chosen])
+        return [TurnResult(r.key, c) for r, c in zip(chosen, rows, strict=True)]
+
+    def _wait_async(self) -> list[TurnResult]:
+        if not self._futures:
+            return []
+        done, _ = wait_futures(list(self._futures), return_when=FIRST_COMPLETED)
+        out = []
+        for future in done:
+            request = self._futures.pop(future)
+            (rows,) = completions_of(future.result(), self.tokenizer, [request.max_new_tokens])
+            out.append(TurnResult(request.key, rows))
+        return sorted(out, key=lambda r: r.key)
+
+    def append_turn(self, context: Context, completion: Completion) -> Context:
+        return render.append_turn(self.tokenizer, context, completion)
+
+    def append_messages(
+        self,
+        context: Context,
+        messages: Sequence[Message],
+        *,
+        content_caps: Sequence[int | None],
+        wrappers: Sequence[tuple[str, str] | None],
+        budget_left: int | None,
+    ) -> tuple[Context, int] | None:
+        return render.append_messages(
+            self.tokenizer, context, messages, content_caps=content_caps, wrappers=wrappers,
+            budget_left=budget_left,
+        )  # fmt: skip
+
+    def tokens_used(self, context: Context) -> int | None:
+        return len(context.token_ids) - context.prompt_tokens
+
+    @contextmanager
+    def session(self, max_turns: int) -> Iterator[None]:
+        if max_turns < 2:  # one turn: nothing to reuse (the engine shares each group's prompt itself)
+            yield
+            return
+        from execrl.rollout.engine import reusing_prefixes
+
+        with reusing_prefixes(self.engine, max_bytes=self.reuse_kv_max_bytes, max_conversations=1 << 20):
+            yield
