@@ -68,9 +68,10 @@ def test_a_default_is_kept_only_where_there_is_one() -> None:
 def test_every_internal_config_of_a_run_has_a_source_for_every_field(overrides: list[str]) -> None:
     """Each builder the recipes and workers use succeeds (``build`` raises on a field with no source) and
     copies the knobs it names."""
+    from execrl.recipes.refine_rl import multi_turn_config
+
     from execrl.distributed.faults import RetryPolicy
     from execrl.recipes.evaluate import run_eval_config
-    from execrl.recipes.refine_rl import multi_turn_config
 
     config = load_config(None, overrides)
     trainer = setup.trainer_config(config)
@@ -97,7 +98,7 @@ def test_every_internal_config_of_a_run_has_a_source_for_every_field(overrides: 
 
 
 def test_the_sandbox_client_and_scheduler_are_built_by_name() -> None:
-    from execrl.recipes.loop import task_scheduler
+    from execrl.components.run import task_scheduler
     from execrl.sandbox.service.client import ClientConfig
 
     config = load_config(None, ['sandbox.urls=["http://127.0.0.1:9"]', "sandbox.max_attempts=7"])
