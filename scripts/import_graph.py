@@ -53,7 +53,7 @@ def load_modules(src: Path, top: str = "execrl") -> list[SourceModule]:
         if any(not p.isidentifier() for p in parts):
             continue
         text = path.read_text(encoding="utf-8")
-        out.append(SourceModule(".".join(parts), path, ast.parse(text), text.count("\n") + 1))
+        out.append(SourceModule(".".join(parts), path, ast.parse(text), len(text.splitlines())))
     return out
 
 
