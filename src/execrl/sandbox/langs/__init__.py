@@ -15,8 +15,9 @@ A layer of the sandbox (pyproject.toml's contract): the API, sessions and the ho
 only the sandbox's ``types`` and ``errors`` and, to build Go's cache with the jail's environment, the
 zygote's ``jail.ENV``. Inside it the arrows point one way: the built-in languages and ``runtimes`` import
 ``registry``, ``native`` imports ``gocache``, which imports ``runtimes``; ``registry`` imports none of
-them (issue 36: ``languages.py`` imported the built-ins, which imported it back, a circle through
-``host/gocache.py`` and ``runtimes.py``), so the built-ins are registered here, by the package.
+them, so the built-ins are registered here, by the package (issue 36: the registry, then the sandbox's
+``languages`` module, imported the built-ins, which imported it back, a circle through the Go cache,
+then in ``host/``, and the runtimes).
 """
 
 from execrl.sandbox.langs import jvm, native, node, scripts  # importing them registers them

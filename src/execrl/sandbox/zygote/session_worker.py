@@ -3,7 +3,7 @@
 A session worker is built by the zygote like any worker (``jail.isolate_pid1``: fresh namespaces,
 private tmpfs work directory, the slot's uid, no capabilities, ``no_new_privs``, not dumpable, the
 seccomp deny list) but runs this module instead of the harness (``zygote._pid1``, role ``"session"``;
-role ``"template"`` goes to ``forking.py``). It reads one ``open`` line from the job pipe (limits and
+role ``"template"`` goes to ``session_fork.py``). It reads one ``open`` line from the job pipe (limits and
 files), stacks Python's seccomp allow list, writes the files, lowers the session's rlimits and forks
 the interpreter ``K`` (``kernel.serve``), which reads the cells from the job pipe itself. Pid 1 stays
 the session's init:
@@ -133,7 +133,7 @@ def _init(kernel_pid: int) -> NoReturn:
 
 def start_kernel(limits: dict[str, Any], reader: kernel.Lines, namespace: dict[str, Any]) -> NoReturn:
     """Lower the session's rlimits, fork the interpreter, and become its init. Shared by new sessions
-    and forks of a template (``forking.py``), which arrive here already locked down."""
+    and forks of a template (``session_fork.py``), which arrive here already locked down."""
     child.set_job_rlimits(limits)
     resource.setrlimit(resource.RLIMIT_CPU, child.cpu_rlimit(float(limits["cpu_time_s"])))
     pid = os.fork()
