@@ -8,7 +8,9 @@ before the first loss and be counted). Recorded from entering ``execrl.cli.main`
 any function registered in ``execrl.trainer.losses.POLICY_LOSSES``, on the main thread only (the sandbox's
 helper threads and its jailed processes are not the path a reader follows):
 
-* ``files``: the distinct execrl source files in which a function ran, in the order first entered;
+* ``files``: the distinct execrl source files in which a function ran, in the order first entered
+  (module and class bodies are not counted: importing a file is not a step a reader follows, but a
+  function an import calls, such as a registration, is);
 * ``switches``: how many times the file executing changed (a call into another execrl file, or a return
   to an execrl caller in another file; frames outside execrl leave it unchanged). Repeated work (one
   decode step per token, one test per program) counts every time, so this grows with the run's size,
@@ -49,6 +51,7 @@ RECIPES: dict[str, tuple[str, ...]] = {
 
 _CHILD = r"""
 import json, sys, threading
+from inspect import CO_NEWLOCALS
 from pathlib import Path
 
 src, out_dir, extra = Path(sys.argv[1]).resolve(), Path(sys.argv[2]), json.loads(sys.argv[3])
@@ -67,6 +70,8 @@ state = {"started": False, "current": None, "order": [], "seen": set(), "switche
 files_of = {}
 
 def rel(code):
+    if not code.co_flags & CO_NEWLOCALS:  # a module or class body: an import, not a call a reader follows
+        return None
     name = code.co_filename
     if name not in files_of:
         try:
