@@ -5,7 +5,7 @@
 #
 # Only what the service imports is installed: aiohttp and pydantic, never torch (the sandbox, like the
 # rest of execrl's sandbox package, has no torch import). The toolchains are those the sandbox registers
-# (execrl.sandbox.languages): python (this image's own interpreter, bound read-only into every jail) and
+# (execrl.sandbox.langs.registry): python (this image's own interpreter, bound read-only into every jail) and
 # the Debian package named by each other language's `package` (gcc, g++, rustc, golang-go,
 # default-jdk-headless, nodejs, node-typescript, bash). A test (tests/unit/deploy) keeps this list in
 # step with the registry.

@@ -1,174 +1,78 @@
-"""Architecture numbers of an execrl tree: how far a reader travels from ``execrl train`` to the loss, and
-where the code is large, tangled or copied (issue 22's measures, re-measured before and after a change).
+"""Architecture numbers of an execrl tree (issues 22 and 36), re-measured before and after a change.
 
-    python scripts/arch_metrics.py                       # this checkout, with the traced step
-    python scripts/arch_metrics.py --root /tmp/old-tree  # another checkout of execrl
+    python scripts/arch_metrics.py                        # this checkout, with the traced steps
+    python scripts/arch_metrics.py --root /tmp/old-tree   # another checkout of execrl (any commit)
     python scripts/arch_metrics.py --no-trace --json out.json
 
-What is measured, and how:
+Counted from the code (``ast``; each count prints the definitions it counted, so a reader can check it):
 
-* **hops from ``execrl train`` to the loss** (traced, not guessed): one real GRPO step runs in a
-  subprocess, ``execrl train`` on a tiny random Llama (``rollout.models.tiny_model``, SmolLM2's
-  tokenizer) for one step with the default recipe (evaluation off, small groups), under
-  ``sys.setprofile``. When the policy loss registered under the run's ``algorithm.policy_loss``
-  (``POLICY_LOSSES["ppo"]``) is first called, the execrl frames on the stack are read from
-  ``execrl.cli.main`` down to the loss. Comprehension, generator-expression and lambda frames are
-  skipped (they are syntax, not a function a reader opens). Hops = frames - 1. The chain is printed.
-* **files touched by one step**: the execrl source files in which any function was called (on any
-  thread of the trainer process) between entering and leaving the recipe's step, the first function
-  named ``train_step`` in ``execrl.recipes`` (the sandbox's jailed children are other processes and do
-  not count). Reported in all and for ``recipes/`` alone.
-* **lines in each recipe's step**: ``def`` line to last line of every ``train_step`` in ``recipes/``,
-  and of ``OneStepOff.__call__`` (the async step before issue 22), with the calls the step makes itself.
-* **package cycles**: the import graph of every ``import``/``from`` statement in ``src/execrl``
-  (module level, inside functions and under ``TYPE_CHECKING`` alike, as import-linter counts them),
-  folded to packages (``execrl.<first part>``; a package's ``cli.py`` counts with ``execrl.cli``, the
-  CLI layer that registers it); strongly connected components of more than one package, each with the
-  module imports that close it.
-* **files over 500 lines** (physical lines; sandbox files listed apart), **functions over 60 lines**
-  (every ``def``, methods and nested ones included, ``def`` line to last line), and the median.
-* **hand-written config mappers**: calls that pass at least three config knobs read one by one
-  (``learning_rate=opt.learning_rate``, ``config.run.seed``: an attribute read that ends in a field of an
-  ``execrl train`` config section and goes through a section, ``config.<section>.<field>``, or starts
-  at a local holding one, ``alg = config.algorithm``): each such knob is written out a second time. ``dataclasses.replace`` and
-  ``model_copy`` are not counted (they copy within one type). The functions holding them are listed.
+* **conversation loops**: functions with a loop over turns (a ``for`` whose target or iterable names
+  something with ``turn`` in it, or a ``while`` whose body does) that calls a sampler inside it (a call
+  whose name has a ``_``-separated part ``generate``, ``complete`` or ``chat``: ``engine.generate``,
+  ``_generate_and_score``, ``endpoint.chat``). Nested functions count on their own.
+* **episode types**: dataclasses whose class name ends in ``Episode``.
+* **train-batch builders**: functions that call the ``TrainBatch(...)`` constructor themselves (its own
+  methods and ``execrl.bench``, where a peer's side builds one to compare, left out).
+* **run builders**: functions that call the constructor of a class whose fields include ``model`` and
+  ``optimizer`` (``Run``).
+* **evaluation modules**: modules with ``eval`` in their file name, outside the ``execrl.eval`` harness
+  package, that a training recipe (``execrl.recipes.*``) imports.
+* **file-level import circles** (``import_graph.py``: imports at any level but under ``TYPE_CHECKING``):
+  strongly connected components and elementary cycles; **package cycles**: components of the graph
+  folded to ``execrl.<first part>`` (a package's ``cli.py`` counts with its package, as import-linter
+  counts it), each with the module imports that close it.
+* **lines** of ``recipes/refine_rl.py`` and ``recipes/tools_rl.py``, and every file over 500 lines.
+* issue 22's: lines of each recipe's ``train_step``, functions over 60 lines and the median, and
+  hand-written config mappers (calls passing at least three config knobs read one by one,
+  ``learning_rate=opt.learning_rate``; ``dataclasses.replace`` and ``model_copy`` are not counted).
 
-Stdlib only (``ast``, ``subprocess``); the traced step needs the tree's own dependencies (torch,
-transformers) and the sandbox, like ``execrl train``.
+Traced (``arch_trace.py``): **hops from ``execrl train`` to the loss** for GRPO and for tools: one real
+step each on a tiny random model, under ``sys.setprofile``; distinct execrl files run before the policy
+loss is first called, file-to-file switches (all, and distinct pairs), and the stack from
+``execrl.cli.main`` to the loss. ``--no-trace`` skips them (they need torch and a sandbox; ~30 s each).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
-from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from arch_trace import RECIPES, traced_step  # noqa: E402
+from import_graph import (  # noqa: E402
+    SourceModule,
+    components,
+    elementary_cycles,
+    file_graph,
+    load_modules,
+    package_graph,
+)
 
 FILE_LIMIT = 500
 FUNCTION_LIMIT = 60
+RECIPE_FILES = ("recipes/refine_rl.py", "recipes/tools_rl.py")
+SAMPLER_PARTS = {"generate", "complete", "chat"}
+Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
-@dataclass(frozen=True)
-class Module:
-    name: str  # execrl.recipes.grpo
-    path: Path
-    tree: ast.Module
-    lines: int
-
-    @property
-    def package(self) -> str:
-        return package_of(self.name)
-
-
-def load_modules(src: Path) -> list[Module]:
-    out = []
-    for path in sorted((src / "execrl").rglob("*.py")):
-        rel = path.relative_to(src).with_suffix("")
-        parts = list(rel.parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        if any(not p.isidentifier() for p in parts):  # task-suite project files, not execrl modules
-            continue
-        text = path.read_text(encoding="utf-8")
-        out.append(Module(".".join(parts), path, ast.parse(text), text.count("\n") + 1))
-    return out
-
-
-# -- import graph -----------------------------------------------------------------------------------------
-def imported_modules(module: Module, known: set[str]) -> set[str]:
-    """Every execrl module ``module`` imports (``from a import b`` counts a.b when that is a module)."""
-    is_package = module.path.name == "__init__.py"
-    found: set[str] = set()
-    for node in ast.walk(module.tree):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = module.name.split(".")
-                anchor = anchor if is_package else anchor[:-1]
-                anchor = anchor[: len(anchor) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
-            found.add(base)
-            found.update(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known)
-    return {name for name in found if name.split(".")[0] == "execrl" and name != "execrl"}
-
-
-def package_of(name: str) -> str:
-    """``execrl.<first part>``; a package's command module (``execrl.<pkg>.cli``, which ``execrl.cli``
-    loads by name to register its subcommands) counts with the CLI, ``execrl.cli``."""
-    parts = name.split(".")
-    if len(parts) == 3 and parts[2] == "cli":
-        return "execrl.cli"
-    return ".".join(parts[:2])
-
-
-def package_graph(modules: list[Module]) -> dict[str, dict[str, set[str]]]:
-    """package -> imported package -> {"importer -> imported" module edges}."""
-    known = {m.name for m in modules}
-    graph: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for module in modules:
-        if module.name == "execrl":
-            continue
-        for target in imported_modules(module, known):
-            if package_of(target) != module.package:
-                graph[module.package][package_of(target)].add(f"{module.name} -> {target}")
-    return graph
-
-
-def cycles(graph: dict[str, dict[str, set[str]]]) -> list[list[str]]:
-    """Strongly connected components with more than one package (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    out: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for succ in graph.get(node, {}):
-            if succ not in index:
-                visit(succ)
-                low[node] = min(low[node], low[succ])
-            elif succ in on_stack:
-                low[node] = min(low[node], index[succ])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                top = stack.pop()
-                on_stack.discard(top)
-                component.append(top)
-                if top == node:
-                    break
-            if len(component) > 1:
-                out.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return out
-
-
-# -- sizes ----------------------------------------------------------------------------------------------
-def functions(module: Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
-    """(qualified name, node) of every def in the module, nested ones included."""
-    out: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+# -- helpers --------------------------------------------------------------------------------------------
+@functools.cache
+def functions(module: SourceModule) -> list[tuple[str, Function]]:
+    """(qualified name, node) of every def in the module, nested ones included (once per module)."""
+    out: list[tuple[str, Function]] = []
 
     def walk(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-                name = f"{prefix}{child.name}"
-                out.append((name, child))
-                walk(child, f"{name}.")
+                out.append((f"{prefix}{child.name}", child))
+                walk(child, f"{prefix}{child.name}.")
             elif isinstance(child, ast.ClassDef):
                 walk(child, f"{prefix}{child.name}.")
             else:
@@ -178,13 +82,22 @@ def functions(module: Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunc
     return out
 
 
+def own_nodes(func: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of ``func``'s body, not those of functions, classes or lambdas defined inside it."""
+    stack = list(ast.iter_child_nodes(func))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            stack.extend(ast.iter_child_nodes(node))
+
+
 def span(node: ast.AST) -> int:
     return int(getattr(node, "end_lineno", 0)) - int(getattr(node, "lineno", 0)) + 1
 
 
 def call_name(node: ast.Call) -> str:
-    func = node.func
-    parts = []
+    func, parts = node.func, []
     while isinstance(func, ast.Attribute):
         parts.append(func.attr)
         func = func.value
@@ -193,27 +106,123 @@ def call_name(node: ast.Call) -> str:
     return ".".join(reversed(parts))
 
 
-def step_functions(modules: list[Module]) -> list[dict[str, object]]:
+def _names(node: ast.AST) -> set[str]:
+    return {
+        n.id if isinstance(n, ast.Name) else n.attr
+        for n in ast.walk(node)
+        if isinstance(n, ast.Name | ast.Attribute)
+    }
+
+
+def _where(module: SourceModule, name: str, node: ast.AST) -> str:
+    return f"{module.name}.{name} (line {getattr(node, 'lineno', '?')})"
+
+
+# -- the spine's counts (issue 36) ----------------------------------------------------------------------
+def _about_turns(loop: ast.AST) -> bool:
+    if isinstance(loop, ast.For | ast.AsyncFor):
+        named = _names(loop.target) | _names(loop.iter)
+    else:
+        named = _names(loop)
+    return any("turn" in name.lower() for name in named)
+
+
+def conversation_loops(modules: list[SourceModule]) -> list[str]:
+    out = []
+    for module in modules:
+        for name, func in functions(module):
+            for loop in own_nodes(func):
+                if not isinstance(loop, ast.For | ast.AsyncFor | ast.While) or not _about_turns(loop):
+                    continue
+                samplers = {
+                    call_name(c).split(".")[-1]
+                    for c in ast.walk(loop)
+                    if isinstance(c, ast.Call) and SAMPLER_PARTS & set(call_name(c).split(".")[-1].split("_"))
+                }
+                if samplers:
+                    out.append(f"{_where(module, name, func)}: samples with {', '.join(sorted(samplers))}")
+                    break
+    return out
+
+
+def _is_dataclass(node: ast.ClassDef) -> bool:
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if (isinstance(target, ast.Name) and target.id == "dataclass") or (
+            isinstance(target, ast.Attribute) and target.attr == "dataclass"
+        ):
+            return True
+    return False
+
+
+def episode_types(modules: list[SourceModule]) -> list[str]:
+    return [
+        _where(module, node.name, node)
+        for module in modules
+        for node in ast.walk(module.tree)
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Episode") and _is_dataclass(node)
+    ]
+
+
+def _constructor_callers(modules: list[SourceModule], classes: set[str], skip: str = "") -> list[str]:
+    out = []
+    for module in modules:
+        if skip and (module.name == skip or module.name.startswith(f"{skip}.")):
+            continue
+        for name, func in functions(module):
+            if name.split(".")[0] in classes:
+                continue
+            if any(
+                isinstance(n, ast.Call) and call_name(n).split(".")[-1] in classes for n in own_nodes(func)
+            ):
+                out.append(_where(module, name, func))
+    return out
+
+
+def batch_builders(modules: list[SourceModule]) -> list[str]:
+    return _constructor_callers(modules, {"TrainBatch"}, skip="execrl.bench")
+
+
+def run_builders(modules: list[SourceModule]) -> list[str]:
+    run_classes = set()
+    for module in modules:
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.ClassDef):
+                fields = {
+                    s.target.id
+                    for s in node.body
+                    if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                }
+                if {"model", "optimizer"} <= fields:
+                    run_classes.add(node.name)
+    return _constructor_callers(modules, run_classes)
+
+
+def evaluation_modules(modules: list[SourceModule], graph: dict[str, set[str]]) -> list[str]:
+    imported = {
+        t for source, targets in graph.items() if source.startswith("execrl.recipes.") for t in targets
+    }
+    return sorted(
+        name
+        for name in imported
+        if "eval" in name.rsplit(".", 1)[-1] and name != "execrl.eval" and not name.startswith("execrl.eval.")
+    )
+
+
+# -- issue 22's counts ----------------------------------------------------------------------------------
+def step_functions(modules: list[SourceModule]) -> list[dict[str, Any]]:
     out = []
     for module in modules:
         if not module.name.startswith("execrl.recipes."):
             continue
         for name, node in functions(module):
             if name.split(".")[-1] == "train_step" or name == "OneStepOff.__call__":
-                calls = []
-                for sub in ast.walk(node):
-                    if isinstance(sub, ast.Call):
-                        text = call_name(sub)
-                        if text and text not in calls:
-                            calls.append(text)
-                out.append({"step": f"{module.name}.{name}", "lines": span(node), "calls": calls})
+                out.append({"step": f"{module.name}.{name}", "lines": span(node)})
     return out
 
 
-# -- hand-written mappers -------------------------------------------------------------------------------
-def config_names(modules: list[Module]) -> tuple[set[str], set[str], set[str]]:
-    """(section attribute names of ``TrainConfig``, section class names, their field names) from the
-    pydantic classes of ``execrl.config``."""
+def config_names(modules: list[SourceModule]) -> tuple[set[str], set[str], set[str]]:
+    """(section attribute names of ``TrainConfig``, section class names, their field names)."""
     sections: set[str] = set()
     classes: set[str] = set()
     fields: set[str] = set()
@@ -252,14 +261,13 @@ def _chain(value: ast.expr) -> list[str] | None:
     return [value.id, *reversed(parts)]
 
 
-def _section_aliases(func: ast.AST, sections: set[str], classes: set[str]) -> set[str]:
-    """Local names holding a config section: ``alg = config.algorithm``, ``a, o = c.algorithm, c.optim``,
-    or a parameter annotated with a section class."""
-    aliases: set[str] = set()
-    args = getattr(func, "args", None)
-    for arg in [*(args.args if args else []), *(args.kwonlyargs if args else [])]:
-        if isinstance(arg.annotation, ast.Name) and arg.annotation.id in classes:
-            aliases.add(arg.arg)
+def _section_aliases(func: Function, sections: set[str], classes: set[str]) -> set[str]:
+    """Locals holding a config section (``alg = config.algorithm``, or a parameter of a section class)."""
+    aliases = {
+        arg.arg
+        for arg in [*func.args.args, *func.args.kwonlyargs]
+        if isinstance(arg.annotation, ast.Name) and arg.annotation.id in classes
+    }
     for node in ast.walk(func):
         if not isinstance(node, ast.Assign):
             continue
@@ -276,217 +284,151 @@ def _section_aliases(func: ast.AST, sections: set[str], classes: set[str]) -> se
     return aliases
 
 
-def _knob(value: ast.expr, aliases: set[str], sections: set[str], fields: set[str]) -> bool:
-    chain = _chain(value)
-    if chain is None or chain[-1] not in fields or chain[0] in ("self", "args"):
-        return False
-    return chain[0] in aliases or any(part in sections for part in chain[1:-1])
-
-
-def mappers(modules: list[Module]) -> list[dict[str, object]]:
+def mappers(modules: list[SourceModule]) -> list[dict[str, Any]]:
     sections, classes, fields = config_names(modules)
+
+    def knob(value: ast.expr, aliases: set[str]) -> bool:
+        chain = _chain(value)
+        if chain is None or chain[-1] not in fields or chain[0] in ("self", "args"):
+            return False
+        return chain[0] in aliases or any(part in sections for part in chain[1:-1])
+
     out = []
     for module in modules:
         for name, node in functions(module):
             aliases = _section_aliases(node, sections, classes)
             for sub in ast.walk(node):
-                callee = call_name(sub).split(".")[-1] if isinstance(sub, ast.Call) else ""
-                if not callee[:1].isupper():  # a constructor: a config object built field by field
+                if not isinstance(sub, ast.Call) or not call_name(sub).split(".")[-1][:1].isupper():
                     continue
-                values = [*sub.args, *(k.value for k in sub.keywords)]
-                copied = sum(_knob(v, aliases, sections, fields) for v in values)
+                copied = sum(knob(v, aliases) for v in [*sub.args, *(k.value for k in sub.keywords)])
                 if copied >= 3:
                     out.append(
                         {
                             "function": f"{module.name}.{name}",
                             "builds": call_name(sub),
                             "copied_fields": copied,
-                            "lines": span(sub),
                         }
                     )
     return out
 
 
-# -- the traced step ------------------------------------------------------------------------------------
-_TRACE = r"""
-import json, os, sys, threading
-from pathlib import Path
-
-src = Path(sys.argv[1]).resolve()
-out_dir = Path(sys.argv[2])
-from execrl.rollout.models import default_tokenizer, tiny_model
-
-model_dir = out_dir / "tiny"
-tiny_model(seed=0).save_pretrained(model_dir)
-default_tokenizer().save_pretrained(model_dir)
-from execrl.trainer.losses import POLICY_LOSSES
-
-loss_code = POLICY_LOSSES.get("ppo").__code__
-SKIP = {"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>"}
-state = {"chain": None, "step_code": None, "files": set(), "recipe_files": set()}
-
-def ours(code):
-    try:
-        return Path(code.co_filename).resolve().is_relative_to(src)
-    except (OSError, ValueError):
-        return False
-
-def label(frame):
-    name = frame.f_globals.get("__name__", "?")
-    return f"{name}.{frame.f_code.co_qualname}"
-
-def profile(frame, event, arg):
-    if event != "call":
-        return
-    code = frame.f_code
-    if state["step_code"] is None and code.co_name == "train_step" and \
-            frame.f_globals.get("__name__", "").startswith("execrl.recipes."):
-        state["step_code"] = code
-        state["in_step"] = frame
-    if state.get("in_step") is not None and ours(code):
-        state["files"].add(str(Path(code.co_filename).resolve().relative_to(src)))
-    if code is loss_code and state["chain"] is None:
-        chain, f = [], frame
-        while f is not None:
-            if ours(f.f_code) and f.f_code.co_name not in SKIP:
-                chain.append(label(f))
-            if f.f_code.co_name == "main" and f.f_globals.get("__name__") == "execrl.cli":
-                break
-            f = f.f_back
-        state["chain"] = list(reversed(chain))
-
-def profile_main(frame, event, arg):
-    profile(frame, event, arg)
-    if event == "return" and frame is state.get("in_step"):
-        state["in_step_done"] = True
-        state["in_step"] = None
-        sys.setprofile(None)
-        threading.setprofile(None)
-
-from execrl.cli import main
-threading.setprofile(profile)
-sys.setprofile(profile_main)
-rc = main([
-    "train", "--no-progress",
-    f"model.path={json.dumps(str(model_dir))}", f"run.output_dir={json.dumps(str(out_dir / 'runs'))}",
-    "run.total_steps=1", "eval.enabled=false", "rollout.prompts_per_step=2",
-    "rollout.samples_per_prompt=4", "rollout.max_new_tokens=16", "telemetry.tensorboard=false",
-])
-sys.setprofile(None)
-threading.setprofile(None)
-print("ARCH-TRACE " + json.dumps({
-    "rc": rc, "chain": state["chain"], "step": state["step_code"] and state["step_code"].co_qualname,
-    "files": sorted(state["files"]),
-}))
-"""
-
-
-def traced_step(root: Path) -> dict[str, object]:
-    src = root / "src"
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    with tempfile.TemporaryDirectory(prefix="execrl-arch-") as tmp:
-        proc = subprocess.run(
-            [sys.executable, "-c", _TRACE, str(src / "execrl"), tmp],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        )
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("ARCH-TRACE ")]
-    if proc.returncode != 0 or not lines:
-        raise SystemExit(f"traced step failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-    data: dict[str, object] = json.loads(lines[-1].removeprefix("ARCH-TRACE "))
-    chain = data["chain"] or []
-    files = data["files"]
-    assert isinstance(chain, list) and isinstance(files, list)
-    data["hops"] = len(chain) - 1
-    data["files_touched"] = len(files)
-    data["recipe_files_touched"] = sorted(f for f in files if f.startswith("recipes/"))
-    return data
-
-
 # -- report ---------------------------------------------------------------------------------------------
-def measure(root: Path, *, trace: bool) -> dict[str, object]:
+def measure(root: Path, *, trace: bool) -> dict[str, Any]:
     modules = load_modules(root / "src")
-    graph = package_graph(modules)
-    found_cycles = cycles(graph)
-    cycle_edges = {
-        " <-> ".join(c): sorted(e for a in c for b in c if a != b for e in graph[a].get(b, ()))
-        for c in found_cycles
-    }
-    big_files = sorted(
-        ((str(m.path.relative_to(root)), m.lines) for m in modules if m.lines > FILE_LIMIT),
-        key=lambda x: -x[1],
-    )
+    graph = file_graph(modules)
+    packages = package_graph(graph)
+    by_path = {str(m.path.relative_to(root / "src" / "execrl")): m for m in modules}
     sizes = [(f"{m.name}.{n}", span(node)) for m in modules for n, node in functions(m)]
-    long_functions = sorted(((n, s) for n, s in sizes if s > FUNCTION_LIMIT), key=lambda x: -x[1])
-    report: dict[str, object] = {
+    report: dict[str, Any] = {
         "root": str(root),
         "source_files": len(modules),
         "source_lines": sum(m.lines for m in modules),
-        "package_cycles": len(found_cycles),
-        "cycles": cycle_edges,
-        "files_over_500": [f for f in big_files if "/sandbox/" not in f[0]],
-        "sandbox_files_over_500": [f for f in big_files if "/sandbox/" in f[0]],
+        "conversation_loops": conversation_loops(modules),
+        "episode_types": episode_types(modules),
+        "train_batch_builders": batch_builders(modules),
+        "run_builders": run_builders(modules),
+        "evaluation_modules": evaluation_modules(modules, graph),
+        "file_circles": components(graph),
+        "file_cycles": elementary_cycles(graph),
+        "package_cycles": {
+            " <-> ".join(c): sorted(e for a in c for b in c if a != b for e in packages[a].get(b, ()))
+            for c in components(packages)
+        },
+        "recipe_lines": {f: (by_path[f].lines if f in by_path else None) for f in RECIPE_FILES},
+        "files_over_500": sorted(
+            ([str(m.path.relative_to(root)), m.lines] for m in modules if m.lines > FILE_LIMIT),
+            key=lambda x: -x[1],
+        ),
+        "recipe_steps": step_functions(modules),
         "functions": len(sizes),
         "function_lines_median": statistics.median(s for _, s in sizes),
-        "functions_over_60": long_functions,
-        "recipe_steps": step_functions(modules),
+        "functions_over_60": sorted(([n, s] for n, s in sizes if s > FUNCTION_LIMIT), key=lambda x: -x[1]),
         "hand_mappers": mappers(modules),
     }
     if trace:
-        report["trace"] = traced_step(root)
+        report["trace"] = {recipe: traced_step(root, recipe) for recipe in RECIPES}
     return report
 
 
-def print_report(report: dict[str, object]) -> None:
-    print(f"tree: {report['root']} ({report['source_files']} files, {report['source_lines']} lines)")
-    trace = report.get("trace")
-    if isinstance(trace, dict):
-        print(f"hops from `execrl train` to the loss: {trace['hops']}")
+def _table(report: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = [
+        (title, str(len(report[key])))
+        for key, title in (
+            ("conversation_loops", "conversation loops"),
+            ("episode_types", "episode types"),
+            ("train_batch_builders", "train-batch builders"),
+            ("run_builders", "run builders"),
+            ("evaluation_modules", "evaluation modules"),
+            ("file_circles", "file-level import circles (components)"),
+            ("file_cycles", "file-level import circles (elementary cycles)"),
+            ("package_cycles", "package cycles"),
+        )
+    ]
+    rows += [
+        (f"lines of {f}", str(n if n is not None else "absent")) for f, n in report["recipe_lines"].items()
+    ]
+    rows.append(("files over 500 lines", str(len(report["files_over_500"]))))
+    for recipe, trace in report.get("trace", {}).items():
+        rows.append((f"{recipe}: execrl files run before the loss", str(trace["distinct_files"])))
+        rows.append(
+            (
+                f"{recipe}: file switches before the loss (distinct pairs)",
+                f"{trace['switches']} ({trace['switch_pairs']})",
+            )
+        )
+        rows.append((f"{recipe}: stack hops from execrl.cli.main to the loss", str(trace["hops"])))
+    return rows
+
+
+def print_report(report: dict[str, Any]) -> None:
+    print(f"tree: {report['root']} ({report['source_files']} files, {report['source_lines']} lines)\n")
+    rows = _table(report)
+    width = max(len(title) for title, _ in rows)
+    print(f"{'metric'.ljust(width)}  value\n{'-' * width}  -----")
+    for title, value in rows:
+        print(f"{title.ljust(width)}  {value}")
+    for key in (
+        "conversation_loops",
+        "episode_types",
+        "train_batch_builders",
+        "run_builders",
+        "evaluation_modules",
+    ):
+        print(f"\n{key.replace('_', ' ')}:")
+        for item in report[key]:
+            print(f"  {item}")
+    print("\nfile-level import circles:")
+    for cycle in report["file_cycles"]:
+        print(f"  {' -> '.join([*cycle, cycle[0]])}")
+    print("package cycles:")
+    for cycle, edges in report["package_cycles"].items():
+        print(f"  {cycle}: {'; '.join(edges)}")
+    print("files over 500 lines:")
+    for path, lines in report["files_over_500"]:
+        print(f"  {lines:5d} {path}")
+    for recipe, trace in report.get("trace", {}).items():
+        print(f"\n{recipe}: stack at the first policy-loss call")
         for i, frame in enumerate(trace["chain"]):
             print(f"  {i:2d} {frame}")
-        print(f"files touched by one step ({trace['step']}): {trace['files_touched']}")
         print(
-            f"  recipes/ files among them: {len(trace['recipe_files_touched'])} {trace['recipe_files_touched']}"
+            f"{recipe}: most frequent switches: "
+            + "; ".join(f"{a} -> {b} x{n}" for a, b, n in trace["top_pairs"][:4])
         )
-    print("lines in each recipe's step:")
-    for step in report["recipe_steps"]:  # type: ignore[attr-defined]
-        print(f"  {step['lines']:4d} {step['step']}: calls {', '.join(step['calls'])}")
-    print(f"package cycles: {report['package_cycles']}")
-    for cycle, edges in report["cycles"].items():  # type: ignore[attr-defined]
-        print(f"  {cycle}")
-        for edge in edges:
-            print(f"      {edge}")
-    for key, title in (
-        ("files_over_500", "files over 500 lines (outside the sandbox)"),
-        ("sandbox_files_over_500", "sandbox files over 500 lines"),
-    ):
-        items = report[key]
-        print(f"{title}: {len(items)}")  # type: ignore[arg-type]
-        for path, lines in items:  # type: ignore[attr-defined]
-            print(f"  {lines:5d} {path}")
-    long = report["functions_over_60"]
     print(
-        f"functions over 60 lines: {len(long)} of {report['functions']} "  # type: ignore[arg-type]
-        f"(median {report['function_lines_median']} lines)"
+        "\nissue 22: lines in each recipe's step: "
+        + ", ".join(f"{s['step']} {s['lines']}" for s in report["recipe_steps"])
     )
-    for name, lines in long:  # type: ignore[attr-defined]
-        print(f"  {lines:4d} {name}")
-    maps = report["hand_mappers"]
-    holders = {m["function"] for m in maps}  # type: ignore[attr-defined]
-    print(f"hand-written config mappers: {len(holders)} functions, {len(maps)} calls")  # type: ignore[arg-type]
-    for m in maps:  # type: ignore[attr-defined]
-        print(
-            f"  {m['function']} builds {m['builds']} ({m['copied_fields']} fields copied, {m['lines']} lines)"
-        )
+    print(
+        f"issue 22: functions over 60 lines: {len(report['functions_over_60'])} of {report['functions']} "
+        f"(median {report['function_lines_median']} lines); hand-written config mappers: "
+        f"{len({m['function'] for m in report['hand_mappers']})} functions, {len(report['hand_mappers'])} calls"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
-    parser.add_argument("--no-trace", action="store_true", help="skip the traced training step")
+    parser.add_argument("--no-trace", action="store_true", help="skip the traced training steps")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args()
     report = measure(args.root.resolve(), trace=not args.no_trace)

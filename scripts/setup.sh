@@ -6,7 +6,7 @@
 #   scripts/setup.sh --python-data  only the sandbox's "python-data" runtime (see below)
 # Both also install the "python-data" sandbox runtime: the packages pinned in requirements/python-data.txt,
 # into $EXECRL_RUNTIMES_DIR/python-data/py3.X (default /opt/execrl/runtimes), a directory of its own that
-# the jail mounts read-only (execrl.sandbox.runtimes).
+# the jail mounts read-only (execrl.sandbox.langs.runtimes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,6 +61,6 @@ fi
 install_python_data .venv/bin/python
 if [ "${1:-}" = "--system" ] && [ "$(id -u)" = 0 ] && [ -x /usr/bin/go ]; then
   # Go's warm read-only build cache of the standard library, for the jail's exact Go environment
-  # (execrl.sandbox.host.gocache; otherwise the first Go job builds it, once).
-  .venv/bin/python -c "import sys; from execrl.sandbox.host import gocache; sys.exit(gocache.main())"
+  # (execrl.sandbox.langs.gocache; otherwise the first Go job builds it, once).
+  .venv/bin/python -c "import sys; from execrl.sandbox.langs import gocache; sys.exit(gocache.main())"
 fi

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from execrl.sandbox import CallTest, ExecutionRequest, InvalidRequestError, Sandbox, SandboxConfig
-from execrl.sandbox.languages import JAIL_VISIBLE
+from execrl.sandbox.langs.registry import JAIL_VISIBLE
 from execrl.sandbox.service.fusion import parse_run_code, run_code_response
 
 
@@ -94,7 +94,7 @@ class TestWordCount:
 
 
 def _needs_python_data() -> None:
-    from execrl.sandbox.runtimes import get_runtime
+    from execrl.sandbox.langs.runtimes import get_runtime
 
     problem = get_runtime("python-data").problem()
     if problem is not None:
@@ -146,7 +146,7 @@ func TestHasCloseElements(t *testing.T) {
 def test_go_test_mode_runs_humaneval_x_tests_with_testify(sandbox: Sandbox) -> None:
     """HumanEval-X's Go harness is ``go test`` with testify (``go_test`` answered SandboxError); the
     verdict is ``go test``'s exit status and its output is SandboxFusion's ("ok", "Not equal")."""
-    from execrl.sandbox.host import gocache
+    from execrl.sandbox.langs import gocache
 
     if not os.path.isdir(gocache.TESTIFY):
         pytest.skip("golang-github-stretchr-testify-dev is not installed (scripts/setup.sh --system)")
@@ -161,7 +161,7 @@ def test_go_test_mode_runs_humaneval_x_tests_with_testify(sandbox: Sandbox) -> N
 def test_go_builds_against_the_warm_read_only_cache(sandbox: Sandbox) -> None:
     """Each Go execution had an empty GOCACHE, so ``net/http`` (``CGO_ENABLED=0``) was recompiled every
     time (14-18 s); now GOCACHE is the prebuilt standard library, read-only in the jail."""
-    from execrl.sandbox.host import gocache
+    from execrl.sandbox.langs import gocache
 
     warm = gocache.cache_dir()
     if warm is None or not gocache.bind_dirs():

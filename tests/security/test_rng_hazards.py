@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from execrl.sandbox import CallTest, ExecutionRequest, IOTest, Sandbox, SandboxConfig, TestCase
-from execrl.sandbox.runtimes import get_runtime
+from execrl.sandbox.langs.runtimes import get_runtime
 
 DRAW = """
 import json, random, sys

@@ -16,7 +16,7 @@ from security_helpers import assert_no_survivors, host_file_absent
 from execrl.sandbox import ExecutionRequest, IOTest, Limits, Sandbox, SandboxConfig, Verdict
 from execrl.sandbox.host.runner import Driver, build_job
 from execrl.sandbox.judge.verdicts import assemble
-from execrl.sandbox.languages import get_language
+from execrl.sandbox.langs.registry import get_language
 from execrl.sandbox.zygote.seccomp import POLICIES
 from execrl.sandbox.zygote.warm import NO_HINT
 

@@ -151,7 +151,7 @@ PROGRAMS: dict[str, tuple[dict[str, str], str]] = {"hello": (HELLO, "hello\n"), 
 
 # A third Go program: importing ``net/http`` (testify's ``assert`` does) made a cold build recompile
 # ``net``, ``crypto/tls`` and ``net/http`` (``CGO_ENABLED=0``), several seconds, before the warm cache
-# (``sandbox/host/gocache.py``); measured warm and with the per-execution cold cache (``--go-net-http``).
+# (``sandbox/langs/gocache.py``); measured warm and with the per-execution cold cache (``--go-net-http``).
 GO_NET_HTTP = (
     'package main\n\nimport (\n\t"fmt"\n\t"net/http"\n)\n\n'
     "func main() {\n\tfmt.Println(http.StatusText(http.StatusOK))\n}\n",

@@ -93,7 +93,7 @@ def overall(languages: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def plain_job(name: str, program: str) -> PlainJob:
     """(argvs, files, env) of the sandbox's job for ``program``, to run without isolation: the compile
     argv if any, then the run argv (``python3 main.py`` for Python, which the sandbox runs in-process)."""
-    from execrl.sandbox.languages import get_language
+    from execrl.sandbox.langs.registry import get_language
     from execrl.sandbox.types import Limits
     from execrl.sandbox.zygote.jail import ENV
 
@@ -116,7 +116,7 @@ def plain_run(argv: list[str], cwd: str, env: dict[str, str]) -> bytes:
 
 def plain_once(job: PlainJob, expected: str) -> float:
     """Seconds to write, compile and run ``job`` in a temporary directory, without isolation."""
-    from execrl.sandbox.languages import BUILD_DIR
+    from execrl.sandbox.langs.registry import BUILD_DIR
 
     argvs, files, env = job
     start = time.perf_counter()
@@ -180,7 +180,7 @@ def measure_language(sandbox: Any, name: str, rounds: int) -> dict[str, Any]:
 def measure_go_net_http(sandbox: Any, rounds: int) -> dict[str, Any]:
     """``GO_NET_HTTP``, sandbox vs plain, with the warm cache (now) and with a fresh per-execution cache on
     both sides (before ``gocache.py``), in one run."""
-    from execrl.sandbox.host import gocache
+    from execrl.sandbox.langs import gocache
 
     program, expected = GO_NET_HTTP
     warm = measure_program(sandbox, "go", program, expected, rounds)
@@ -197,7 +197,7 @@ def measure_go_net_http(sandbox: Any, rounds: int) -> dict[str, Any]:
 def benched_languages() -> list[str]:
     """The languages the bench has programs for: every registered one with stdin/stdout tests but the
     ``-asserts`` variants (their base language plus a ten-line ``--require`` preload)."""
-    from execrl.sandbox.languages import get_language, list_languages
+    from execrl.sandbox.langs.registry import get_language, list_languages
 
     return [
         name
@@ -208,7 +208,7 @@ def benched_languages() -> list[str]:
 
 def chosen_languages(only: str | None) -> list[str]:
     """The languages to measure: ``--languages-only`` (validated) or every available benched one."""
-    from execrl.sandbox.languages import available_languages, get_language
+    from execrl.sandbox.langs.registry import available_languages, get_language
 
     available = [name for name in benched_languages() if name in available_languages()]
     if not only:

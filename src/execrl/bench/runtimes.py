@@ -82,7 +82,7 @@ def _sandbox_rows(runs: int, runtime: str, programs: list[str], label: str) -> d
 
 def _no_preload_rows(runs: int) -> dict[str, Any]:
     """python-data with ``preload=()``: the registry entry is swapped for this measurement only."""
-    from execrl.sandbox import runtimes
+    from execrl.sandbox.langs import runtimes
 
     original = runtimes.get_runtime("python-data")
     runtimes._RUNTIMES.remove("python-data")
@@ -96,7 +96,7 @@ def _no_preload_rows(runs: int) -> dict[str, Any]:
 
 def _subprocess_rows(runs: int) -> dict[str, Any]:
     from execrl.sandbox.host.pool import base_python
-    from execrl.sandbox.runtimes import get_runtime
+    from execrl.sandbox.langs.runtimes import get_runtime
 
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(get_runtime("python-data").packages_dir)}
     env |= {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}  # as in the sandbox
@@ -112,7 +112,7 @@ def _subprocess_rows(runs: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from execrl.sandbox.runtimes import get_runtime
+    from execrl.sandbox.langs.runtimes import get_runtime
 
     problem = get_runtime("python-data").problem()
     if problem is not None:

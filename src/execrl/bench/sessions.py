@@ -293,7 +293,7 @@ def _fork_part(sandbox: Any, rounds: int) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from execrl.sandbox import Sandbox, SandboxConfig
-    from execrl.sandbox.runtimes import get_runtime
+    from execrl.sandbox.langs.runtimes import get_runtime
 
     problem = get_runtime("python-data").problem()
     if problem is not None:

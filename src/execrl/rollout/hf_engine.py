@@ -42,18 +42,20 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import Cache, DynamicCache
 
-from execrl.rollout.engine import StepHook
 from execrl.rollout.kv_cache import PreallocatedLayer, cache_argument_name, preallocated_cache
 from execrl.rollout.prefix_cache import PrefixCache, Reused, RowKeeper, stack_reused
 from execrl.rollout.sampling import SampledTokens, sample_next_tokens
 from execrl.rollout.shared_decode import SharedPromptDecoder, supports_shared_decode
 from execrl.rollout.types import FinishReason, RolloutBatch, RolloutStats, SamplingParams
+
+if TYPE_CHECKING:  # an annotation only: engine.py imports this module to build the "hf" engine
+    from execrl.rollout.engine import StepHook
 
 __all__ = ["HFEngine", "left_pad"]
 

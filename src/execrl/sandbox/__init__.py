@@ -4,20 +4,25 @@
     with Sandbox(SandboxConfig(workers=2)) as sandbox:
         result = sandbox.run(ExecutionRequest(language="python", program="print(1)"))
 
-Map (each sub-package's docstring says more; the layers are checked by ``lint-imports``, pyproject.toml)::
+Map, top layer first (each sub-package's docstring says more; ``lint-imports`` checks that the layers
+point down, pyproject.toml, and ``tests/unit/test_import_graph.py`` that no two files import each other)::
 
     execrl.sandbox
-    ├── api.py        Sandbox: the public entry point (sync and async, batches); validates requests
-    ├── types.py      ExecutionRequest, Limits, CallTest/CodeTest/IOTest, ExecutionResult, Verdict
-    ├── languages.py  the language registry; langs/ holds C, C++, Go, Rust, Java, JS, TS, Bash
-    ├── runtimes.py   Python runtimes: python (standard library), python-data (numpy, pandas, ...)
-    ├── backends.py   how strictly a sandbox isolates: namespace (default), unisolated
     ├── cli.py        execrl sandbox run | serve | languages
     ├── service/      HTTP: /v1/execute, SandboxFusion's /run_code, /v1/sessions, /run_jupyter; a client
-    ├── sessions/     persistent interpreters: Session, SessionTemplate and its forks, their judge
+    ├── api.py        Sandbox: the public entry point (sync and async, batches); validates requests
+    ├── sessions/     persistent interpreters, the parent's side: Session (api.py), SessionTemplate and
+    │                 its forks (template.py, forks.py), opening and watching them (manager.py), one
+    │                 session's pipes and cell loop (driver.py), a cell's verdict (judge.py), types.py
     ├── host/         the parent's engine: the pool of parked workers, driving one run, cgroups
+    ├── langs/        the language registry (C, C++, Go, Rust, Java, JS, TS, Bash built in), Python
+    │                 runtimes (python, python-data), Go's shared build cache
     ├── judge/        in the parent: records plus the kernel's view -> verdicts; assert probes
-    └── zygote/       stdlib only: the fork server, the jail, seccomp, the harness H, the candidate C
+    ├── zygote/       stdlib only: the fork server, the jail, seccomp, the harness H, the candidate C;
+    │                 a session's jail side: session_worker.py (its pid 1), session_kernel.py (the
+    │                 interpreter), session_fork.py (templates and forks), session_userns.py
+    └── types.py, errors.py, backends.py: shared by every layer (requests and results; the errors;
+                      how strictly a sandbox isolates: namespace (default), unisolated)
 
 One request, end to end (``Sandbox.run(ExecutionRequest(...))``):
 
@@ -137,7 +142,7 @@ trained against it would learn:
   a session that ran an untrusted cell never forks, because anything in its process (``os.fork``,
   at-fork hooks, this package's own functions) may have been replaced, and isolation between copies of
   it could not be set up by code running in it. The template is unprivileged on the host
-  (``sessions/userns.py``): the zygote clones it into a user namespace of its own whose maps it writes
+  (``zygote/session_userns.py``): the zygote clones it into a user namespace of its own whose maps it writes
   (the pool's block of uids, each to itself; no host uid 0, so nothing inside is ever root), where it
   runs as its slot's uid holding only the capabilities its forks' jails need (``CAP_SYS_ADMIN``,
   ``SETUID``/``SETGID``, ``CHOWN``, ``FOWNER``, ``DAC_OVERRIDE``, none effective while setup cells run;
@@ -201,7 +206,7 @@ Trade-offs made for throughput (each measured; see the modules named):
   which the slot's janitor waits for.
 * The zygote preloads ``typing``, ``math``, ``collections`` and a few other pure standard-library modules
   (``zygote.PRELOADED_MODULES``): a candidate finds them already in ``sys.modules`` (a fresh copy per
-  execution, as for every other object). The ``python-data`` runtime (``runtimes.py``) runs in a zygote
+  execution, as for every other object). The ``python-data`` runtime (``langs/runtimes.py``) runs in a zygote
   of its own that also preloaded numpy and pandas from a packages directory bound read-only into its
   jail; every module-level random generator the zygote preloaded (the standard library's, numpy's
   global one) is reseeded from the OS per execution (``child.find_global_rngs``).
@@ -214,8 +219,8 @@ Trade-offs made for throughput (each measured; see the modules named):
 from execrl.sandbox.api import Sandbox, SandboxConfig, default_sandbox
 from execrl.sandbox.backends import list_backends, register_backend
 from execrl.sandbox.errors import InvalidRequestError, SandboxError, SandboxFailure, UnsupportedHostError
-from execrl.sandbox.languages import Language, list_languages, register_language
-from execrl.sandbox.runtimes import Runtime, list_runtimes, register_runtime
+from execrl.sandbox.langs.registry import Language, list_languages, register_language
+from execrl.sandbox.langs.runtimes import Runtime, list_runtimes, register_runtime
 from execrl.sandbox.sessions.api import Session
 from execrl.sandbox.sessions.template import SessionTemplate
 from execrl.sandbox.sessions.types import (

@@ -24,8 +24,8 @@ from execrl.sandbox.host.cgroups import detect_version
 from execrl.sandbox.host.pool import WorkerPool
 from execrl.sandbox.host.runner import Driver, RunState, build_job, encode_job, job_fields
 from execrl.sandbox.judge.verdicts import Judge, assemble, sandbox_error_result
-from execrl.sandbox.languages import get_language, list_languages
-from execrl.sandbox.runtimes import DEFAULT_RUNTIME, Runtime, resolve_runtime
+from execrl.sandbox.langs.registry import get_language, list_languages
+from execrl.sandbox.langs.runtimes import DEFAULT_RUNTIME, Runtime, resolve_runtime
 from execrl.sandbox.sessions.api import Session
 from execrl.sandbox.sessions.manager import SessionManager
 from execrl.sandbox.sessions.template import SessionTemplate

@@ -406,7 +406,7 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _languages_handler(args: argparse.Namespace) -> int:
-    from execrl.sandbox.languages import describe_languages
+    from execrl.sandbox.langs.registry import describe_languages
 
     rows = describe_languages()
     if args.json:

@@ -14,6 +14,7 @@ budget) -> ... -> the final answer is scored on the hidden tests in fresh jails.
 
 from __future__ import annotations
 
+from execrl.tools import builtin  # noqa: F401 - registers the built-in tools (it imports registry, not the reverse)
 from execrl.tools.calls import CallError, ToolCall, parse_call
 from execrl.tools.env import ToolConfig, ToolEnvironment, judge_answers
 from execrl.tools.metrics import tool_metrics

@@ -2,9 +2,10 @@
 
 A ``Tool`` is a name, a description, a JSON-schema ``parameters`` object (the OpenAI function-calling
 format, which chat templates with tool support render and ``execrl serve`` clients send) and a ``run``
-function. Built-ins (``builtin.py``): ``python`` (a cell in the episode's sandbox session) and
-``run_tests`` (the task's visible tests on a program). Users add their own with ``register_tool``; a
-name registered twice raises, an unknown name lists the known ones (``execrl.registry``).
+function. Built-ins (``builtin.py``, registered when ``execrl.tools`` is imported): ``python`` (a cell in
+the episode's sandbox session) and ``run_tests`` (the task's visible tests on a program). Users add their
+own with ``register_tool``; a name registered twice raises, an unknown name lists the known ones
+(``execrl.registry``).
 
 Arguments are checked against the schema's top level before a tool runs (:func:`argument_problems`: an
 object, every ``required`` key, no key the schema does not declare, each declared key of its ``type``);
@@ -99,19 +100,11 @@ def unregister_tool(name: str) -> None:
 
 def get_tool(name: str) -> Tool:
     """The tool registered as ``name``; ``ToolError`` listing the known tools otherwise."""
-    _builtins()
     return _TOOLS.get(name)
 
 
 def tool_names() -> list[str]:
-    _builtins()
     return _TOOLS.names()
-
-
-def _builtins() -> None:
-    from execrl.tools import builtin  # registers python and run_tests on first import
-
-    del builtin
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {

@@ -23,8 +23,8 @@ from execrl.bench._languages import (
 from execrl.bench.sandbox import add_arguments
 from execrl.sandbox import Sandbox, SandboxConfig
 from execrl.sandbox.errors import InvalidRequestError
-from execrl.sandbox.host import gocache
-from execrl.sandbox.languages import list_languages
+from execrl.sandbox.langs import gocache
+from execrl.sandbox.langs.registry import list_languages
 
 
 def test_program_summary_medians_ratio_and_rate():

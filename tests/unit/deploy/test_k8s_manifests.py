@@ -154,7 +154,7 @@ def _dockerfile_instructions() -> list[tuple[str, str]]:
 
 
 def test_dockerfile_has_a_slim_python_base_and_every_registered_toolchain() -> None:
-    from execrl.sandbox.languages import get_language, list_languages
+    from execrl.sandbox.langs.registry import get_language, list_languages
 
     instructions = _dockerfile_instructions()
     (base,) = [value for op, value in instructions if op == "FROM"]

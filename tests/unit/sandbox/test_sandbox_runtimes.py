@@ -10,7 +10,7 @@ import pytest
 
 from execrl.sandbox import CallTest, ExecutionRequest, IOTest, Sandbox, Verdict
 from execrl.sandbox.errors import InvalidRequestError
-from execrl.sandbox.runtimes import Runtime, get_runtime, resolve_runtime
+from execrl.sandbox.langs.runtimes import Runtime, get_runtime, resolve_runtime
 
 
 def test_python_data_is_installed() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from execrl.sandbox import SandboxConfig, api
 from execrl.sandbox.errors import InvalidRequestError
-from execrl.sandbox.languages import list_languages
+from execrl.sandbox.langs.registry import list_languages
 from execrl.sandbox.zygote import seccomp, syscalls
 
 ALLOW = seccomp.SECCOMP_RET_ALLOW

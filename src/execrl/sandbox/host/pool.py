@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from execrl.sandbox.errors import SandboxFailure
-from execrl.sandbox.host import gocache
 from execrl.sandbox.host.cgroups import CgroupPool, CgroupSlot
 from execrl.sandbox.host.uids import uid_block_base
 from execrl.sandbox.host.workers import Worker, WorkerExit, WorkerKey
+from execrl.sandbox.langs import gocache
 from execrl.sandbox.zygote import jail, warm
 from execrl.sandbox.zygote import server as zygote
 
@@ -251,7 +251,7 @@ class WorkerPool:
         }
         self.pending[token] = (slot, key)
         command: dict[str, Any] = {"op": "spawn", "token": token, "spec": spec}
-        if role == "template":  # the uids its user namespace maps: the block's (``sessions/userns.py``)
+        if role == "template":  # the uids its user namespace maps: the block's (``zygote/session_userns.py``)
             command["uids"] = [self.uid_base, self.slots]
         try:
             self.sock.send(json.dumps(command).encode())

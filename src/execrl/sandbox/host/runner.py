@@ -27,7 +27,7 @@ from execrl.sandbox.errors import InvalidRequestError, SandboxFailure
 from execrl.sandbox.host.cgroups import CgroupSlot
 from execrl.sandbox.host.workers import Worker, WorkerExit
 from execrl.sandbox.judge import asserts
-from execrl.sandbox.languages import Language
+from execrl.sandbox.langs.registry import Language
 from execrl.sandbox.types import CallTest, CodeTest, ExecutionRequest, IOTest, Verdict
 from execrl.sandbox.zygote import records, testgroups
 from execrl.sandbox.zygote.child import cpu_rlimit, write_all

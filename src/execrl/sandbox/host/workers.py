@@ -39,7 +39,7 @@ class Worker:
     pidfd: int
     closed: bool = field(default=False)
     hint: bytes = field(default=warm.NO_HINT)  # the warm-start shape it committed to (``warm.py``)
-    control: int = field(default=-1)  # a session template's control socket (``sessions/forking.py``)
+    control: int = field(default=-1)  # a session template's control socket (``zygote/session_fork.py``)
 
     def alive(self) -> bool:
         """False once pid 1 of the worker has exited (its pidfd turns readable)."""

@@ -33,7 +33,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from execrl.sandbox.languages import CallHarness, Language, host_argv, register_language
+from execrl.sandbox.langs.registry import CallHarness, Language, host_argv, register_language
 
 log = logging.getLogger("execrl.sandbox")
 

@@ -28,8 +28,8 @@ could use.
 
 from __future__ import annotations
 
-from execrl.sandbox.host import gocache
-from execrl.sandbox.languages import BUILD_DIR, Language, register_language
+from execrl.sandbox.langs import gocache
+from execrl.sandbox.langs.registry import BUILD_DIR, Language, register_language
 
 BINARY = f"{BUILD_DIR}/main"
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from execrl.sandbox.languages import BUILD_DIR, CallHarness, Language, register_language
+from execrl.sandbox.langs.registry import BUILD_DIR, CallHarness, Language, register_language
 
 HERE = Path(__file__).parent
 CALL_JS = ("__execrl_call.js", (HERE / "execrl_call.js").read_text(encoding="utf-8"))

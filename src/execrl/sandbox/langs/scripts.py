@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from execrl.sandbox.languages import Language, WarmStart, register_language
+from execrl.sandbox.langs.registry import Language, WarmStart, register_language
 
 PYTHON = register_language(
     Language("python", "python", "main.py", frozenset({"code", "call", "io"}), package="python3")

@@ -62,7 +62,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError, field_validator
 
 from execrl.sandbox.errors import InvalidRequestError
-from execrl.sandbox.languages import get_language, list_languages
+from execrl.sandbox.langs.registry import get_language, list_languages
 from execrl.sandbox.service.serialize import (
     FieldProblem,
     RequestFieldError,
@@ -266,7 +266,7 @@ def _variant(language: str, typescript: TypeScriptMode, console_assert: ConsoleA
 
 @functools.cache
 def _python_data_installed() -> bool:
-    from execrl.sandbox.runtimes import get_runtime
+    from execrl.sandbox.langs.runtimes import get_runtime
 
     return get_runtime("python-data").problem() is None
 
@@ -282,7 +282,7 @@ def python_runtime_of(name: PythonRuntime) -> str | None:
 def _check_runnable(requested: str, language: str, runtime: str | None) -> None:
     """A language whose toolchain or runtime this server lacks answers ``SandboxError`` (SandboxFusion's
     answer for a runner it does not have), naming what to install."""
-    from execrl.sandbox.runtimes import resolve_runtime
+    from execrl.sandbox.langs.runtimes import resolve_runtime
 
     execrl = get_language(language)
     try:

@@ -1,6 +1,6 @@
 """Reading a JSON request body at an HTTP edge: the rules every execrl server applies before its own schema.
 
-Used by the sandbox service (``service.py``) and ``execrl serve``; each maps the refusals below into its
+Used by the sandbox service (``server.py``) and ``execrl serve``; each maps the refusals below into its
 own API's error shape (the sandbox's ``{"error", "detail"}`` 4xx, OpenAI's ``{"error": {...}}``).
 
 Headers first, body never read when they refuse (:func:`check_headers`):

@@ -14,7 +14,7 @@ the cells after it, and the request succeeds.
 Where execrl differs, and why:
 * a session, not an IPython kernel: no IPython syntax (``%magic``, ``!shell``), no rich display
   (``display`` holds only ``text/plain``; no matplotlib images), tracebacks without colour codes and
-  with the cells' own frames only (``kernel.cell_traceback``);
+  with the cells' own frames only (``zygote/session_kernel.py``, ``cell_traceback``);
 * ``cell_timeout`` is enforced (SandboxFusion accepts and ignores it): the cell is interrupted, its
   ``error`` says so and the next cell runs; a cell that does not stop, a crash of the interpreter or
   ``total_timeout`` end the request ``Failed`` with the cells run so far (SandboxFusion answers
@@ -39,6 +39,7 @@ from pydantic import BaseModel, field_validator
 from execrl.sandbox.errors import SandboxError
 from execrl.sandbox.service.fusion import python_runtime_of
 from execrl.sandbox.service.serialize import FieldProblem, RequestFieldError, decode_base64_files
+from execrl.sandbox.service.sessions import SessionEndpoints, parse
 from execrl.sandbox.sessions.types import CellResult, SessionLimits
 from execrl.sandbox.types import (
     Limits,
@@ -49,10 +50,9 @@ from execrl.sandbox.types import (
 )
 
 if TYPE_CHECKING:
-    from execrl.sandbox.service.sessions import _Endpoints
     from execrl.sandbox.sessions.api import Session
 
-__all__ = ["JupyterEndpoint", "RunJupyterRequest", "cell_entry"]
+__all__ = ["JupyterEndpoint", "RunJupyterRequest", "add_jupyter_route", "cell_entry"]
 
 
 class RunJupyterRequest(BaseModel):
@@ -112,14 +112,14 @@ def _command(
 
 
 class JupyterEndpoint:
-    def __init__(self, endpoints: _Endpoints, *, default_memory_mb: int, python_runtime: str | None) -> None:
+    def __init__(
+        self, endpoints: SessionEndpoints, *, default_memory_mb: int, python_runtime: str | None
+    ) -> None:
         self.endpoints = endpoints
         self.default_memory_mb = default_memory_mb
         self.python_runtime = python_runtime_of(python_runtime)  # "auto" resolved once, at start
 
     def _request(self, data: Any) -> tuple[RunJupyterRequest, dict[str, bytes], SessionLimits]:
-        from execrl.sandbox.service.sessions import parse
-
         body: RunJupyterRequest = parse(RunJupyterRequest, data)
         cap = self.endpoints.config.max_jupyter_cells
         if len(body.cells) > cap:
@@ -206,6 +206,14 @@ class JupyterEndpoint:
         why = ended.message or ("total_timeout reached" if timed_out else "the interpreter ended")
         driver = _command(status, elapsed, None if timed_out else ended.exit_code, why)
         return _response("Failed", "; ".join([why, *notes]), driver, cells)
+
+
+def add_jupyter_route(
+    app: web.Application, endpoints: SessionEndpoints, *, default_memory_mb: int, python_runtime: str | None
+) -> None:
+    """Mount ``POST /run_jupyter`` over the session endpoints (``sessions.add_session_routes``)."""
+    jupyter = JupyterEndpoint(endpoints, default_memory_mb=default_memory_mb, python_runtime=python_runtime)
+    app.router.add_post("/run_jupyter", jupyter.handle)
 
 
 def _response(

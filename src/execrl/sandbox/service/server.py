@@ -6,7 +6,7 @@ Endpoints (all JSON):
     POST /v1/execute_batch  {"requests": [ExecutionRequest, ...]}      -> {"results": [...]} (input order)
     POST /run_code          SandboxFusion's request (see ``fusion.py``) -> SandboxFusion's response
     GET  /v1/ping           -> "pong"
-    /v1/sessions..., POST /run_jupyter: sandbox sessions (``sessions/http.py``)
+    /v1/sessions..., POST /run_jupyter: sandbox sessions (``sessions.py``, ``jupyter.py``)
 
 verl's SandboxFusion reward client works unchanged: set its ``sandbox_fusion_url`` to
 ``http://HOST:PORT/run_code`` (see ``fusion.py`` for where the semantics differ and why).
@@ -47,6 +47,7 @@ from execrl.sandbox.service.caps import check_batch, check_execution, fit_defaul
 from execrl.sandbox.service.fusion import UnsupportedLanguage, parse_run_code, run_code_response
 from execrl.sandbox.service.fusion import unsupported_language_response as _unsupported
 from execrl.sandbox.service.http_edge import BodyRefused, read_json_body
+from execrl.sandbox.service.jupyter import add_jupyter_route
 from execrl.sandbox.service.serialize import (
     FieldProblem,
     RequestFieldError,
@@ -120,7 +121,7 @@ class ServiceConfig:
                 f"run_code_console_assert={self.run_code_console_assert!r}: use log or fail"
             )
         if self.run_code_python_runtime not in (None, "auto"):  # refuse to start without it, naming the setup
-            from execrl.sandbox.runtimes import resolve_runtime
+            from execrl.sandbox.langs.runtimes import resolve_runtime
 
             resolve_runtime("python", self.run_code_python_runtime)
         for origin in self.allowed_origins:
@@ -183,7 +184,7 @@ async def _read_json(request: web.Request) -> Any:
 
 def _check_language(execution: ExecutionRequest, field: str) -> ExecutionRequest:
     """Refuse a language the sandbox does not run before queueing (422 naming the field)."""
-    from execrl.sandbox.languages import get_language
+    from execrl.sandbox.langs.registry import get_language
 
     try:
         get_language(execution.language)
@@ -280,7 +281,7 @@ def create_app(
 ) -> web.Application:
     """The aiohttp application serving ``sandbox``; the caller owns the sandbox's lifetime. A sandbox
     with sessions (``execrl.sandbox.Sandbox``) also gets the session endpoints and ``/run_jupyter``
-    (``sessions/http.py``, capped by ``sessions``)."""
+    (``sessions.py``, ``jupyter.py``; capped by ``sessions``)."""
     config = config or ServiceConfig()
     app = web.Application(middlewares=[_errors_as_json], client_max_size=config.max_body_mb << 20)
     app[_SANDBOX_KEY] = sandbox
@@ -290,11 +291,16 @@ def create_app(
     app.router.add_post("/run_code", _run_code)
     app.router.add_get("/v1/ping", _ping)
     if callable(getattr(sandbox, "sessions", None)):
-        add_session_routes(
+        endpoints = add_session_routes(
             app, manager=sandbox.sessions, config=sessions or SessionServiceConfig(),  # type: ignore[attr-defined]
             max_output_bytes=config.max_output_bytes, read_json=_read_json,
-            default_memory_mb=config.default_memory_mb, python_runtime=config.run_code_python_runtime,
         )  # fmt: skip
+        add_jupyter_route(
+            app,
+            endpoints,
+            default_memory_mb=config.default_memory_mb,
+            python_runtime=config.run_code_python_runtime,
+        )
     return app
 
 
@@ -328,7 +334,7 @@ def serve(
 
     config = config or ServiceConfig()
     if config.run_code_python_runtime == "auto":
-        from execrl.sandbox.runtimes import get_runtime
+        from execrl.sandbox.langs.runtimes import get_runtime
 
         problem = get_runtime("python-data").problem()
         if problem is not None:  # stderr: the first stdout line is the address

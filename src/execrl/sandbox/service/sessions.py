@@ -7,7 +7,8 @@
     POST   /v1/sessions/{id}/files    {"paths"}                            -> {"files": {path: base64}, "errors": {...}}
     GET    /v1/sessions/{id}          -> the session's stats
     DELETE /v1/sessions/{id}          -> {"session_id", "closed": true}
-    POST   /run_jupyter               SandboxFusion's request and response, on a session (``jupyter.py``)
+    POST   /run_jupyter               SandboxFusion's request and response, on a session (``jupyter.py``,
+                                      over this module's ``SessionEndpoints``)
 
 A cell result is ``CellResult.to_dict()`` (``types.py``: verdict, stdout, stderr, value, error, limit,
 session_alive...). Caps (``SessionServiceConfig``, the ``--session-*`` options of ``execrl sandbox serve``):
@@ -15,7 +16,7 @@ sessions open at once (429 above), ``limits.lifetime_s``, ``limits.memory_mb`` a
 ``limits.max_output_bytes`` (422 naming the field), forks per call (422). Bad input answers 422 naming
 the field, an unknown session 404, a fork of a session that is not a template 409, as JSON in the
 service's error shape. Templates run their setup cells with the capabilities a fork's jail needs inside
-the template's own user namespace (none on the host, ``userns.py``), which reach more kernel code than a
+the template's own user namespace (none on the host, ``zygote/session_userns.py``), which reach more kernel code than a
 session's cells do, so they are refused (403) unless the server was started with
 ``--session-templates``: allow them only for clients whose setup code you trust. Every session the
 server opened is killed when it stops.
@@ -46,7 +47,7 @@ from execrl.sandbox.sessions.template import SessionTemplate
 from execrl.sandbox.sessions.types import SessionError, SessionForkError, SessionLimits
 from execrl.sandbox.types import fetch_path_problems
 
-__all__ = ["SessionServiceConfig", "add_session_routes", "refusal"]
+__all__ = ["SessionEndpoints", "SessionServiceConfig", "add_session_routes", "parse", "refusal"]
 
 ReadJson = Callable[[web.Request], Awaitable[Any]]
 _DEFAULTS = SessionLimits()
@@ -56,7 +57,7 @@ _DEFAULTS = SessionLimits()
 class SessionServiceConfig:
     """Caps of the session endpoints. ``max_sessions``: open at once (sessions, templates and forks);
     ``max_lifetime_s``/``max_memory_mb``: the most a session's limits may ask; ``max_forks_per_call``;
-    ``allow_templates``: serve templates (their setup cells are trusted code, ``forking.py``);
+    ``allow_templates``: serve templates (their setup cells are trusted code, ``zygote/session_fork.py``);
     ``max_jupyter_cells``: cells of one ``/run_jupyter`` request."""
 
     max_sessions: int = 32
@@ -145,8 +146,8 @@ def parse(model: type[BaseModel], data: Any) -> Any:
         raise RequestFieldError(problems_from_validation_error(exc)) from None
 
 
-class _Endpoints:
-    """The handlers, over one sandbox's ``SessionManager``."""
+class SessionEndpoints:
+    """The handlers, over one sandbox's ``SessionManager`` (``/run_jupyter`` uses its caps and manager)."""
 
     def __init__(
         self,
@@ -338,18 +339,16 @@ def _limits_dict(limits: SessionLimits) -> dict[str, Any]:
 
 def add_session_routes(
     app: web.Application, *, manager: Callable[[], SessionManager], config: SessionServiceConfig, max_output_bytes: int,
-    read_json: ReadJson, default_memory_mb: int, python_runtime: str | None,
-) -> None:  # fmt: skip
-    """Mount the session endpoints and ``/run_jupyter`` on the service's application."""
-    from execrl.sandbox.service.jupyter import JupyterEndpoint
-
-    endpoints = _Endpoints(manager, config, max_output_bytes, read_json)
+    read_json: ReadJson,
+) -> SessionEndpoints:  # fmt: skip
+    """Mount the session endpoints on the service's application; ``/run_jupyter`` (``jupyter.py``) is
+    mounted by the caller over the endpoints returned."""
+    endpoints = SessionEndpoints(manager, config, max_output_bytes, read_json)
     app.router.add_post("/v1/sessions", endpoints.open)
     app.router.add_post("/v1/sessions/{session_id}/cells", endpoints.cell)
     app.router.add_post("/v1/sessions/{session_id}/fork", endpoints.fork)
     app.router.add_post("/v1/sessions/{session_id}/files", endpoints.files)
     app.router.add_get("/v1/sessions/{session_id}", endpoints.stats)
     app.router.add_delete("/v1/sessions/{session_id}", endpoints.close)
-    jupyter = JupyterEndpoint(endpoints, default_memory_mb=default_memory_mb, python_runtime=python_runtime)
-    app.router.add_post("/run_jupyter", jupyter.handle)
     app.on_cleanup.append(endpoints.close_all)
+    return endpoints

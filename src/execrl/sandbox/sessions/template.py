@@ -1,5 +1,5 @@
 """``SessionTemplate``: a session of trusted setup cells that forks into isolated sessions (the parent's
-side; the jail's side is ``forking.py``, the rule and its reason are in ``execrl.sandbox``'s docstring).
+side; the jail's side is ``zygote/session_fork.py``, the rule and its reason are in ``execrl.sandbox``'s docstring).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from execrl.sandbox.errors import SandboxFailure
 from execrl.sandbox.sessions import driver
 from execrl.sandbox.sessions.api import Session, _SessionBase
+from execrl.sandbox.sessions.forks import PendingFork
 from execrl.sandbox.sessions.types import CellResult, SessionError, SessionForkError, SessionLimits
 
 __all__ = ["SessionTemplate"]
@@ -54,7 +55,7 @@ class SessionTemplate(_SessionBase):
     Setup cells are trusted to be the task's, not to be harmless: the template runs unprivileged on
     the host (its slot's uid, in a user namespace of its own that maps no host uid 0, with the
     capabilities its forks' jails need only inside it, no effective one while setup runs, and a
-    seccomp filter; ``userns.py``). A malicious setup cell can corrupt its own forks' initial state
+    seccomp filter; ``zygote/session_userns.py``). A malicious setup cell can corrupt its own forks' initial state
     (and make them skip their isolation from each other: the fork path is code in its process), use
     those capabilities in namespaces of its own (mount a tmpfs, a proc, a view of its own cgroup slot;
     the kernel code behind that is reachable), and its slot's CPU, memory and processes. It cannot read
@@ -126,8 +127,6 @@ class SessionTemplate(_SessionBase):
 
     # -- forking ---------------------------------------------------------------------------------------
     def _fork(self, n: int, limits: SessionLimits) -> list[Session]:
-        from execrl.sandbox.sessions.manager import PendingFork  # the parent's steps of one fork
-
         pending: list[PendingFork] = []
         made = []
         # A few requests ahead of the replies, never more than the template's process limit allows: each

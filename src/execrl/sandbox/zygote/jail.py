@@ -47,7 +47,7 @@ DEVICES = ("null", "zero", "random", "urandom")
 TOP_LEVEL_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # An empty directory of the skeleton. In a session template's mount namespace a proc of an empty pid
 # namespace sits on it, because the kernel mounts a proc in a user namespace only where one is visible
-# already (``sessions/userns.py``); every other sandbox sees the empty directory.
+# already (``zygote/session_userns.py``); every other sandbox sees the empty directory.
 TEMPLATE_PROC = "/.template-proc"
 # The worker is cloned straight into these, from the zygote, which lives in the template mount namespace.
 # No CLONE_NEWNET: the worker joins its slot's network namespace, made once (``make_network_namespaces``);
@@ -98,8 +98,8 @@ class JailSpec:
         role: str = "run",
     ) -> None:
         """``role``: ``"run"`` (the harness, ``harness.main``), ``"session"`` or ``"template"``
-        (``sessions/worker.py``; a template runs in a user namespace of its own and keeps the capabilities
-        its forks' jails need there, ``sessions/userns.py``)."""
+        (``zygote/session_worker.py``; a template runs in a user namespace of its own and keeps the capabilities
+        its forks' jails need there, ``zygote/session_userns.py``)."""
         self.role = role
         self.isolate = isolate
         self.uid = uid
@@ -278,7 +278,7 @@ def _drop_privileges(spec: JailSpec) -> None:
 def isolate_pid1(spec: JailSpec) -> str:
     """Run in ``P`` (pid 1 of the new namespaces, in a copy of the template root): mount its own
     ``/proc`` and work directory, drop privileges (a session template locks down on its own terms after
-    this, ``sessions/userns.py``). Returns the work directory."""
+    this, ``zygote/session_userns.py``). Returns the work directory."""
     os.setsid()
     _mount_own(spec)
     linux.sethostname("sandbox")
@@ -299,9 +299,9 @@ def lock_down(spec: JailSpec) -> None:
 
 def remount_own(spec: JailSpec) -> None:
     """In a fork of a session template (its own new mount namespace, still holding the template's
-    capabilities, inside the template's user namespace, ``sessions/userns.py``): detach the template's
+    capabilities, inside the template's user namespace, ``zygote/session_userns.py``): detach the template's
     ``/proc`` (which lists the template's pid namespace, every sibling fork included) and work directory,
-    and mount this sandbox's own (``sessions/forking.py`` copies the files over first)."""
+    and mount this sandbox's own (``zygote/session_fork.py`` copies the files over first)."""
     linux.umount2("/proc", linux.MNT_DETACH)
     linux.umount2(WORKDIR, linux.MNT_DETACH)
     _mount_own(spec)

@@ -158,7 +158,7 @@ def clear_all_capabilities() -> None:
 
 def set_capabilities(permitted: int, effective: int) -> None:
     """capset: these permitted and effective sets (bit ``n`` is capability ``n``; inheritable empty) for
-    this thread. A session template keeps a few in its own user namespace (``sessions/userns.py``)."""
+    this thread. A session template keeps a few in its own user namespace (``zygote/session_userns.py``)."""
     data = (_CapData * 2)()
     for word in (0, 1):
         data[word].permitted = (permitted >> (32 * word)) & 0xFFFFFFFF
@@ -186,7 +186,7 @@ MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS = 0x02, 0x10, 0x20
 def map_anonymous_fixed(address: int, length: int, prot: int) -> None:
     """Replace ``[address, address + length)`` with fresh private anonymous memory (``MAP_FIXED``):
     how a session's fork turns a shared mapping it inherited into a private one
-    (``sessions/forking.py``)."""
+    (``zygote/session_fork.py``)."""
     flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED
     got = _libc.mmap(ctypes.c_void_p(address), ctypes.c_size_t(length), prot, flags, -1, 0)
     if got != address:

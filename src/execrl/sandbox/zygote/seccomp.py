@@ -170,8 +170,8 @@ DENIED_SYSCALLS: dict[str, int] = {
 # The namespace bits of clone(2)'s flags (CLONE_NEWTIME is 0x80 but only reachable via clone3/unshare).
 CLONE_NAMESPACE_MASK = linux.NAMESPACE_FLAGS
 
-# A session template's filter (``build_filter(template=True)``, ``sessions/userns.py``): the deny list
-# but for what the fork path of ``sessions/forking.py`` needs, each only with that path's arguments:
+# A session template's filter (``build_filter(template=True)``, ``zygote/session_userns.py``): the deny list
+# but for what the fork path of ``zygote/session_fork.py`` needs, each only with that path's arguments:
 # ``mount`` with the flags of a fork's ``/proc`` or work directory (no bind, remount, move or
 # propagation change), ``umount2`` detaching, ``unshare`` of a cgroup namespace alone, and ``clone``
 # with a fork's namespaces (never a user or cgroup namespace).

@@ -14,7 +14,7 @@ Protocol over a ``SOCK_SEQPACKET`` Unix socket pair (one message per datagram):
 * zygote -> parent: ``{"token": int, "pid": int, "slot": int}`` plus five descriptors by ``SCM_RIGHTS``:
   the job pipe (write end), the result pipe, stdout and stderr (read ends) and a pidfd of the worker's
   pid 1, which the parent polls for exit and signals without pid-reuse races (a session template,
-  ``spec.role == "template"``, sends a sixth: its control socket, ``sessions/forking.py``). On failure:
+  ``spec.role == "template"``, sends a sixth: its control socket, ``zygote/session_fork.py``). On failure:
   ``{"token", "error"}``.
 * zygote -> parent, when a worker's pid 1 has been reaped: ``{"exited": pid, "status": wait status,
   "cpu_hard_s": its hard CPU rlimit at death or null}``.
@@ -40,8 +40,7 @@ import socket
 import sys
 import traceback
 
-from execrl.sandbox.zygote import child, harness, jail, linux, seccomp, session_worker
-from execrl.sandbox.zygote import session_fork as _session_forking  # noqa: F401 - the jail sees no source
+from execrl.sandbox.zygote import child, harness, jail, linux, seccomp, session_fork, session_worker
 from execrl.sandbox.zygote import session_userns as template_userns
 
 # Annotations only: importing ``typing`` would add ~2 MB to the zygote, and to every fork of it.
@@ -72,7 +71,7 @@ PRELOADED_MODULES = (
 # kernel memory, and making it costs ~1 ms at start).
 MAX_SLOT_NETNS = 256
 JOB_FD, RESULT_FD = 3, 4
-CONTROL_FD = 5  # a session template's control socket (``sessions/forking.py``)
+CONTROL_FD = 5  # a session template's control socket (``zygote/session_fork.py``)
 WORKER_FDS = 5  # job, result, stdout, stderr, pidfd (+ the control socket of a session template)
 
 
@@ -145,7 +144,7 @@ def _shutdown() -> NoReturn:
 def _pid1(spec: jail.JailSpec, job_r: int, res_w: int, out_w: int, err_w: int, control: int = -1) -> NoReturn:
     """The worker's pid 1: move the pipes to fixed numbers (which closes every other descriptor of the
     zygote, the namespace descriptors too), isolate, then become the harness (or a session,
-    ``sessions/worker.py``, for a worker spawned with another ``role``)."""
+    ``zygote/session_worker.py``, for a worker spawned with another ``role``)."""
     try:
         ends = (job_r, res_w, out_w, err_w, *([control] if control >= 0 else []))
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in ends]
@@ -165,7 +164,7 @@ def _pid1(spec: jail.JailSpec, job_r: int, res_w: int, out_w: int, err_w: int, c
             os.write(RESULT_FD, (json.dumps({"kind": "setup_error", "message": message}) + "\n").encode())
             os._exit(1)
         if spec.role != "run":
-            session_worker.main(spec)
+            session_worker.main(spec, session_fork.template_main)
         harness.main(RESULT_FD, JOB_FD, spec.isolate, spec.seccomp_filters.by_language, _READY[workdir])
     finally:
         os._exit(1)
@@ -179,7 +178,7 @@ def spawn(sock: socket.socket, command: dict[str, Any], filters: seccomp.Filters
     err_r, err_w = os.pipe()
     parent_ends = [job_w, res_r, out_r, err_r]
     control = -1
-    if spec.role == "template":  # the parent passes it each fork's pipes (``sessions/forking.py``)
+    if spec.role == "template":  # the parent passes it each fork's pipes (``zygote/session_fork.py``)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         parent_ends.append(ours.detach())
         control = theirs.detach()
@@ -192,7 +191,7 @@ def spawn(sock: socket.socket, command: dict[str, Any], filters: seccomp.Filters
             # system call here, where it touches no fresh pages, instead of one in the worker.
             linux.setns(_netns_fds[spec.slot], linux.CLONE_NEWNET)
             flags = jail.CLONE_FLAGS
-        if spec.isolate and spec.role == "template":  # its own user namespace (``sessions/userns.py``)
+        if spec.isolate and spec.role == "template":  # its own user namespace (``zygote/session_userns.py``)
             template_userns.prepare_filter()
             pid, ready = template_userns.clone(flags, _host_proc[0], tuple(command["uids"]))
         else:

@@ -4,7 +4,7 @@ A *template* is pid 1 of a sandbox built like any session's (fresh pid/mount/ipc
 its slot's network namespace, a private tmpfs work directory, cgroups, its slot's uid) inside a user
 namespace of its own, where it keeps the few capabilities building a fork's jail needs (namespaces,
 mounts, ``setuid``) and none on the host, under a seccomp filter that allows the fork path's calls
-(``userns.py``: how, and what a malicious setup cell can and cannot do). It runs only *trusted* setup
+(``session_userns.py``: how, and what a malicious setup cell can and cannot do). It runs only *trusted* setup
 cells (the task's, never a model's: the parent refuses anything else, and refuses setup cells once it
 has forked), with no effective capability while they run.
 
@@ -43,7 +43,7 @@ the template's namespace. Siblings are in disjoint pid namespaces (none sees ano
 signal, ``pidfd_open`` or ``ptrace`` can name one), in disjoint mount, ipc and network namespaces, under
 different uids and cgroups. The template itself is outside every fork's pid and mount namespace. All
 of this is the template's own code: it holds against untrusted cells of the forks, and against a
-malicious setup cell only in so far as ``userns.py`` says (such a setup owns its own forks).
+malicious setup cell only in so far as ``session_userns.py`` says (such a setup owns its own forks).
 
 Standard library only (the zygote imports this module).
 """

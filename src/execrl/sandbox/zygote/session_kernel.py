@@ -1,6 +1,6 @@
 """The interpreter of a session (jail side): cells run one after another in one persistent namespace.
 
-Runs in the session's interpreter process ``K`` (and, for setup cells, in a template, ``forking.py``).
+Runs in the session's interpreter process ``K`` (and, for setup cells, in a template, ``session_fork.py``).
 Everything here runs in the same process as the cells, so after the first cell nothing it reports is
 trusted: a cell can replace these functions, ``sys.stdout`` or ``os.write``. That only lets a session
 lie about its own cells (its stdout, the repr of its last expression, its exception), which the caller
@@ -18,7 +18,7 @@ then ``{"kind": "fetched"}``. A cell's stdout and stderr go straight to the sess
 pipes (fd 1 and 2), flushed before its record.
 
 Interrupts: the parent interrupts a cell that hit a limit with SIGINT (relayed by the session's pid 1,
-``worker.py``); the handler raises ``KeyboardInterrupt`` only while a cell's own code runs, so an
+``session_worker.py``); the handler raises ``KeyboardInterrupt`` only while a cell's own code runs, so an
 interrupt that lands between cells or while a record is written is dropped instead of breaking the
 protocol.
 

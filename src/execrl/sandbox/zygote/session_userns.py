@@ -17,7 +17,7 @@ bounding set, ``no_new_privs``, not dumpable, under a seccomp filter of its own 
 ``seccomp.build_filter(template=True)``, the deny list but for the fork path's ``mount``, ``umount2``,
 ``unshare`` and ``clone``, each with that path's arguments only). Host capabilities it has none: the
 kernel checks those in the host's user namespace.
-The fork path runs as before (``forking.py``): each fork's namespaces belong to the template's user
+The fork path runs as before (``session_fork.py``): each fork's namespaces belong to the template's user
 namespace, it mounts its own ``/proc`` and work directory there and drops to its slot's uid. The
 parent moves every process into its cgroups (host cgroup files are host root's, which no process in
 the namespace can write).

@@ -3,7 +3,7 @@
 A session worker is built by the zygote like any worker (``jail.isolate_pid1``: fresh namespaces,
 private tmpfs work directory, the slot's uid, no capabilities, ``no_new_privs``, not dumpable, the
 seccomp deny list) but runs this module instead of the harness (``zygote._pid1``, role ``"session"``;
-role ``"template"`` goes to ``forking.py``). It reads one ``open`` line from the job pipe (limits and
+role ``"template"`` goes to ``session_fork.py``). It reads one ``open`` line from the job pipe (limits and
 files), stacks Python's seccomp allow list, writes the files, lowers the session's rlimits and forks
 the interpreter ``K`` (``kernel.serve``), which reads the cells from the job pipe itself. Pid 1 stays
 the session's init:
@@ -39,9 +39,12 @@ from execrl.sandbox.zygote import session_kernel as kernel
 # Annotations only (the zygote stays lean, see ``child.py``).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, NoReturn
 
     from execrl.sandbox.zygote.jail import JailSpec
+
+    TemplateMain = Callable[[JailSpec, kernel.Lines, dict[str, Any]], NoReturn]
 
 JOB_FD, RESULT_FD, CONTROL_FD = (
     3,
@@ -130,7 +133,7 @@ def _init(kernel_pid: int) -> NoReturn:
 
 def start_kernel(limits: dict[str, Any], reader: kernel.Lines, namespace: dict[str, Any]) -> NoReturn:
     """Lower the session's rlimits, fork the interpreter, and become its init. Shared by new sessions
-    and forks of a template (``forking.py``), which arrive here already locked down."""
+    and forks of a template (``session_fork.py``), which arrive here already locked down."""
     child.set_job_rlimits(limits)
     resource.setrlimit(resource.RLIMIT_CPU, child.cpu_rlimit(float(limits["cpu_time_s"])))
     pid = os.fork()
@@ -160,9 +163,11 @@ def _session(spec: JailSpec, reader: kernel.Lines, opening: dict[str, Any]) -> N
     start_kernel(opening["limits"], reader, kernel.new_namespace())
 
 
-def main(spec: JailSpec) -> NoReturn:
+def main(spec: JailSpec, template_main: TemplateMain) -> NoReturn:
     """Entry from ``zygote._pid1`` for roles ``session`` and ``template``: read the warm-start hint every
-    worker gets (always none here), then the ``open`` line, then become the session (or template)."""
+    worker gets (always none here), then the ``open`` line, then become the session (or, through
+    ``template_main``, ``session_fork.template_main``, the template: passed in by the zygote because
+    ``session_fork`` imports this module)."""
     try:
         _, head = warm.read_hint(JOB_FD)
         reader = kernel.Lines(JOB_FD, head)
@@ -171,11 +176,7 @@ def main(spec: JailSpec) -> NoReturn:
             os._exit(0)
         opening = json.loads(line)
         if spec.role == "template":
-            from execrl.sandbox.zygote import (
-                session_fork as forking,  # imported by the zygote already (``zygote.py``)
-            )
-
-            forking.template_main(spec, reader, opening)
+            template_main(spec, reader, opening)
         _session(spec, reader, opening)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which fails the open
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]

@@ -11,7 +11,7 @@ Every list includes ``HARNESS``: the trusted harness runs under the same filter 
 (writing the job's files as the candidate's uid, forking, supervising, killing), and so does a Python
 candidate, which is a fork of it.
 
-Adding a language: register it (``languages.py``), run its test programs under
+Adding a language: register it (``langs/registry.py``), run its test programs under
 ``scripts/trace_syscalls.py``, review the ``missing`` list it prints and add an entry here. Until then
 the language runs under the deny list alone (``SandboxConfig.seccomp_policy`` says so).
 

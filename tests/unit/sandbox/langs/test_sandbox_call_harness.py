@@ -190,7 +190,7 @@ def test_java_call_jobs_carry_the_prebuilt_harness_and_compile_only_the_program(
 
     from execrl.sandbox.host.runner import build_job
     from execrl.sandbox.langs.jvm import prebuilt_harness
-    from execrl.sandbox.languages import get_language
+    from execrl.sandbox.langs.registry import get_language
 
     built = prebuilt_harness()
     assert built is not None and {"ExecrlCall.class", "ExecrlJson.class"} <= set(built)

@@ -17,10 +17,10 @@ from execrl.sandbox import (
     Sandbox,
     SandboxConfig,
     Verdict,
-    languages,
 )
-from execrl.sandbox.host import gocache
-from execrl.sandbox.languages import Language, get_language
+from execrl.sandbox.langs import gocache
+from execrl.sandbox.langs import registry as languages
+from execrl.sandbox.langs.registry import Language, get_language
 
 
 def _without(path: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,7 @@ import pytest
 from language_programs import BROKEN, BROKEN_MARK, COMPILED, CRASH, CRASH_MARK, LANGUAGES, SPIN, SUM
 
 from execrl.sandbox import ExecutionRequest, IOTest, Limits, Sandbox, Verdict
-from execrl.sandbox.languages import available_languages, get_language, list_languages
+from execrl.sandbox.langs.registry import available_languages, get_language, list_languages
 
 
 def test_every_agreed_language_is_registered_and_available() -> None:

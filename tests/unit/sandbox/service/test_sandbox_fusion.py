@@ -92,7 +92,7 @@ def test_fetch_files_and_binary_files_reach_the_request() -> None:
 def test_every_language_is_reachable_under_its_sandbox_fusion_name(name: str, language: str) -> None:
     """Each name runs as its execrl language where that is registered, else answers SandboxFusion's
     unsupported-runner shape (``UnsupportedLanguage`` -> ``status: SandboxError``), never a 422."""
-    from execrl.sandbox.languages import get_language, list_languages
+    from execrl.sandbox.langs.registry import get_language, list_languages
 
     body = {"code": "x", "language": name}
     if language in list_languages() and get_language(language).missing():  # this host lacks the toolchain

@@ -84,9 +84,9 @@ def test_setup_rules(sandbox: Sandbox) -> None:
 def test_running_out_of_slots_fails_cleanly() -> None:
     """All or nothing: a fork that finds no free slot raises and leaves no fork behind."""
     from execrl.sandbox import SandboxConfig
-    from execrl.sandbox.sessions import manager
+    from execrl.sandbox.sessions import forks as fork_steps
 
-    original, manager.SLOT_TIMEOUT_S = manager.SLOT_TIMEOUT_S, 0.2
+    original, fork_steps.SLOT_TIMEOUT_S = fork_steps.SLOT_TIMEOUT_S, 0.2
     try:
         with Sandbox(SandboxConfig(workers=1, max_sessions=3)) as small:
             template = small.open_template(setup=["x = 1"])
@@ -98,7 +98,7 @@ def test_running_out_of_slots_fails_cleanly() -> None:
                 fork.close()
             template.close()
     finally:
-        manager.SLOT_TIMEOUT_S = original
+        fork_steps.SLOT_TIMEOUT_S = original
 
 
 def test_numpy_state_forks(sandbox: Sandbox) -> None:

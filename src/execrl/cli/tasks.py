@@ -3,6 +3,10 @@
 ``SUITE`` is a registered suite name or a path/URL of a task JSONL file. Exit status: 0 ok; 1 the check
 failed (a reference failed, a wrong answer passed, or overlap above the threshold); 2 bad input.
 Cheap to import: suites, rewards and the sandbox load inside the handlers.
+
+In the CLI layer rather than ``execrl/tasks/`` because ``check`` scores the references through the reward
+path (``execrl.rewards.check_scorer``), and ``rewards`` sits above ``tasks`` (issue 36: from ``tasks/`` it
+was the one upward import, a rewards <-> tasks package cycle).
 """
 
 from __future__ import annotations

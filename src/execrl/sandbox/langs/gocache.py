@@ -38,7 +38,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from execrl.sandbox.runtimes import DEFAULT_RUNTIMES_DIR, RUNTIMES_DIR_ENV
+from execrl.sandbox.langs.runtimes import DEFAULT_RUNTIMES_DIR, RUNTIMES_DIR_ENV
 
 log = logging.getLogger("execrl.sandbox")
 

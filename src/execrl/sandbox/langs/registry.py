@@ -1,5 +1,5 @@
-"""Language registry: adding a language is one ``register_language`` call (``langs/`` holds the built-in
-ones, one small module per family; ``langs/native.py``'s ``c`` is the registration to copy).
+"""Language registry: adding a language is one ``register_language`` call (this package holds the
+built-in ones, one small module per family; ``native.py``'s ``c`` is the registration to copy).
 
 A language is either run in-process by the Python harness (``mode="python"``: the host interpreter and
 its standard library, no site-packages) or run by ``execve`` inside the sandbox (``mode="binary"``),
@@ -300,6 +300,3 @@ def describe_languages() -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-from execrl.sandbox import langs  # noqa: E402, F401 - registers the built-in languages

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from execrl.registry import Registry
 from execrl.sandbox.errors import InvalidRequestError
+from execrl.sandbox.langs.registry import get_language
 
 __all__ = [
     "DEFAULT_RUNTIME",
@@ -40,7 +41,7 @@ DEFAULT_RUNTIME = "python"
 RUNTIMES_DIR_ENV = "EXECRL_RUNTIMES_DIR"
 DEFAULT_RUNTIMES_DIR = "/opt/execrl/runtimes"
 MARKER = ".execrl-runtime"  # written by setup.sh after a complete install: the requirements' sha256
-_REPO_ROOT = Path(__file__).resolve().parents[3]
+_REPO_ROOT = Path(__file__).resolve().parents[4]
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,6 @@ def resolve_runtime(language: str, name: str | None) -> Runtime:
     ``InvalidRequestError`` naming the problem and, for a missing runtime, the command that installs it."""
     if name is None:
         return _RUNTIMES.get(DEFAULT_RUNTIME)
-    from execrl.sandbox.languages import get_language  # languages do not import runtimes: no cycle
-
     if get_language(language).mode != "python":
         raise InvalidRequestError(
             f"runtime={name!r} applies to Python programs only (language is {language!r}); leave it unset"

@@ -1,7 +1,8 @@
 """The one command, ``execrl``, with subcommands.
 
 Each area owns its subcommands in its own ``cli.py`` exposing ``register(subparsers)``; this file only
-lists them. Those modules must stay cheap to import (no torch at module level) so that ``execrl --help``
+lists them. A command that composes areas a layer apart lives here, in the CLI layer: ``tasks.py``
+(``execrl tasks check`` scores the references through the reward path, and ``rewards`` imports ``tasks``). Those modules must stay cheap to import (no torch at module level) so that ``execrl --help``
 and ``execrl sandbox run`` start fast; heavy imports happen inside the handlers.
 """
 
@@ -19,7 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "execrl.recipes.cli",  # train, eval, compare
     "execrl.telemetry.cli",  # monitor
     "execrl.sandbox.cli",  # sandbox run|serve
-    "execrl.tasks.cli",  # tasks ls|check|overlap
+    "execrl.cli.tasks",  # tasks ls|check|overlap|import
     "execrl.rewards.cli",  # rewards ls|score
     "execrl.bench.cli",  # bench sandbox|rewards|rollout|train|serve
     "execrl.serve.cli",  # export, serve
@@ -73,7 +74,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _input_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
