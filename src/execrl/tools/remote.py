@@ -41,6 +41,7 @@ from execrl.chat_http import (
     ChatLimits,
     ChatToolCall,
     ChatUsage,
+    clean_text,
     load_arguments,
     post_chat,
 )
@@ -191,7 +192,7 @@ def _answer(e: RemoteEpisode, calls: list[tuple[str, ToolCall | CallError]], con
         e.parse_errors += isinstance(call, CallError)
         e.calls.append(f"!{call.kind}" if isinstance(call, CallError) else call.name)
         started = time.perf_counter()
-        text = answer_text(call, context)
+        text = clean_text(answer_text(call, context))  # a cell's output is text the tokenizer can take
         e.tool_time_s += time.perf_counter() - started
         text, cut = _cut(text, tokenizer, config, config.max_episode_tokens - e.tokens_used)
         e.truncated_outputs += cut
