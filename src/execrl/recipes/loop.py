@@ -39,6 +39,7 @@ from execrl.trainer import (
     TrainerConfig,
     ValueHead,
     build_optimizer,
+    check_resumable,
     latest_checkpoint,
     learns_values,
     load_checkpoint,
@@ -125,9 +126,8 @@ def rollout_logprobs_exact(config: TrainConfig, tcfg: TrainerConfig) -> bool:
 
 
 def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
-    run_dir = resume_dir if resume_dir is not None else setup.new_run_dir(config)
-    if resume_dir is None:
-        setup.write_run_files(run_dir, config)
+    """Everything is built and checked (model, suites, prompt stages, the checkpoint to resume) before a
+    new run directory is created: a refusal at start leaves nothing behind (issue 35, class 12)."""
     setup.seed_everything(config.run.seed)
     setup.register_extra_verifiers(config)
     model, tokenizer, model_path = setup.load_policy(config)
@@ -137,7 +137,10 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
     value_head = ValueHead(model.config.hidden_size) if learns_values(tcfg.advantage_estimator) else None
     optimizer = build_optimizer(model, tcfg, extra_modules=(value_head,) if value_head is not None else ())
     suites = setup.load_suites(config.tasks.suites, "train", config.tasks.max_difficulty)
-    stages = training_prompt_stages(config, suites, model, tokenizer)
+    stages = training_prompt_stages(config, suites, model, tokenizer)  # may refuse (ConfigError)
+    run_dir = resume_dir if resume_dir is not None else setup.new_run_dir(config)
+    if resume_dir is None:
+        setup.write_run_files(run_dir, config)
     run = Run(
         config=config,
         run_dir=run_dir,
@@ -158,6 +161,7 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
     )
     checkpoint = latest_checkpoint(run_dir) if resume_dir is not None else None
     if checkpoint is not None:
+        check_resumable(checkpoint, model, extra_modules=run.extra_modules, data_keys=("next_step",))
         state = load_checkpoint(
             checkpoint, model, run.optimizer, run.lr_scheduler, extra_modules=run.extra_modules
         )

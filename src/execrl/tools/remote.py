@@ -20,22 +20,31 @@ Limits, unlike training: tokens are the server's (``usage``): ``max_turn_tokens`
 ``completion_tokens``, known only when an answer arrives (an endpoint without ``usage`` is not bounded
 by ``max_episode_tokens``). A tool answer is cut to ``max_tool_output_tokens`` tokens of ``tokenizer``
 when one is given, else to 4 characters per token. Episodes run one after the other; several calls in
-one answer run in order. An endpoint error (HTTP status, refused connection) ends the episode with
-``stop="error"`` and the error text; its answer so far is judged like any other. The HTTP client is the
-standard library's (``urllib``): no dependency.
+one answer run in order. An endpoint error (any :class:`~execrl.chat_http.ChatError`: an HTTP status, a
+refused connection, the request's deadline, an answer that is not a chat completion, a redirect) ends
+the episode with ``stop="error"`` and the error text, and the run goes on; the answer so far is judged
+like any other. Each episode is judged as it ends. The HTTP client is :mod:`execrl.chat_http` (standard
+library, a total deadline per request, capped reads, no redirects).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from execrl.chat_http import (
+    ChatAnswer,
+    ChatError,
+    ChatLimits,
+    ChatToolCall,
+    ChatUsage,
+    clean_text,
+    load_arguments,
+    post_chat,
+)
 from execrl.tasks.schema import Task, prompt_for_chat
 from execrl.tools.calls import CALL_END, CALL_START, CallError, ToolCall, call_text, parse_call
 from execrl.tools.episode import (
@@ -52,18 +61,15 @@ from execrl.tools.registry import ToolContext, get_tool
 if TYPE_CHECKING:
     from execrl.rewards.batch import SyncRunner
 
-__all__ = ["Endpoint", "EndpointError", "RemoteEpisode", "run_remote_episodes", "summarize"]
+__all__ = ["Endpoint", "RemoteEpisode", "run_remote_episodes", "summarize"]
 
 CHARS_PER_TOKEN = 4
 
 
-class EndpointError(RuntimeError):
-    """The endpoint refused a request or could not be reached."""
-
-
 @dataclass(frozen=True)
 class Endpoint:
-    """An OpenAI-compatible server: ``base_url`` ends in ``/v1`` (``http://127.0.0.1:8000/v1``)."""
+    """An OpenAI-compatible server: ``base_url`` ends in ``/v1`` (``http://127.0.0.1:8000/v1``);
+    ``timeout_s`` is each request's total deadline (:mod:`execrl.chat_http`)."""
 
     base_url: str
     model: str
@@ -75,31 +81,16 @@ class Endpoint:
 
     def chat(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], max_tokens: int
-    ) -> dict[str, Any]:
-        """One ``/chat/completions`` call; the decoded JSON answer."""
+    ) -> ChatAnswer:
+        """One ``/chat/completions`` call; its typed answer, or ``ChatError`` (an endpoint error)."""
         body: dict[str, Any] = {
             "model": self.model, "messages": list(messages), "tools": list(tools), "tool_choice": "auto",
             "max_tokens": max_tokens, "temperature": self.temperature, "top_p": self.top_p,
         }  # fmt: skip
         if self.seed is not None:
             body["seed"] = self.seed
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        url = f"{self.base_url.rstrip('/')}/chat/completions"
-        request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                answer: dict[str, Any] = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            raise EndpointError(
-                f"HTTP {exc.code} from {url}: {exc.read()[:500].decode('utf-8', 'replace')}"
-            ) from exc
-        except (urllib.error.URLError, TimeoutError) as exc:
-            raise EndpointError(f"{url}: {exc}") from exc
-        if not answer.get("choices"):
-            raise EndpointError(f"{url} answered with no choices: {str(answer)[:500]}")
-        return answer
+        limits = ChatLimits(deadline_s=self.timeout_s)
+        return post_chat(self.base_url, body, api_key=self.api_key or None, limits=limits)
 
 
 @dataclass
@@ -123,35 +114,57 @@ class RemoteEpisode:
     calls: list[str] = field(default_factory=list)  # the names called, "!kind" for a malformed call
 
 
+def _checked(call: ChatToolCall, offered: Sequence[str]) -> ToolCall | CallError:
+    """One ``tool_calls`` entry as training parses a call: its arguments decoded under the depth bound
+    (``chat_http.load_arguments``), then checked against the registered tools offered. ``<`` is escaped in
+    the text handed to the parser, so a ``</tool_call>`` inside the code cannot end the call early."""
+    try:
+        arguments = load_arguments(call.arguments)
+    except ValueError as exc:
+        return CallError("bad_json", f"the arguments string is not valid JSON: {exc}")
+    written = json.dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False)
+    checked = parse_call(CALL_START + written.replace("<", "\\u003c") + CALL_END, offered)
+    return checked or CallError("bad_call", "empty call")
+
+
 def _calls(
-    message: dict[str, Any], offered: Sequence[str], malformed_seen: int
+    answer: ChatAnswer, offered: Sequence[str], malformed_seen: int
 ) -> list[tuple[str, ToolCall | CallError]]:
     """The answer's calls as (id, call or error), each checked against the registered tools offered."""
-    out: list[tuple[str, ToolCall | CallError]] = []
-    for entry in message.get("tool_calls") or ():
-        function = entry.get("function") or {}
-        arguments = function.get("arguments", "{}")
-        written = json.dumps({"name": function.get("name"), "arguments": arguments}, ensure_ascii=False)
-        call = parse_call(f"{CALL_START}{written}{CALL_END}", offered)
-        out.append((str(entry.get("id") or f"call_{len(out)}"), call or CallError("bad_call", "empty call")))
-    content = message.get("content") or ""
+    out = [(call.id or f"call_{i}", _checked(call, offered)) for i, call in enumerate(answer.tool_calls)]
+    content = answer.content or ""
     if not out and CALL_START in content:
-        call = parse_call(content, offered)  # as training parses a turn (no closing tag: malformed)
+        try:
+            call = parse_call(content, offered)  # as training parses a turn (no closing tag: malformed)
+        except RecursionError:  # a call nested past the parser's stack: what the model wrote, counted
+            call = CallError("bad_json", "the call is nested too deeply to parse")
         if call is not None:
             out.append((f"call_malformed_{malformed_seen}", call))
     return out
 
 
-def _turn_text(message: dict[str, Any]) -> str:
+def _turn_text(answer: ChatAnswer) -> str:
     """The answer as the model wrote it (its calls written back as text): the text the judge scores."""
-    text = message.get("content") or ""
-    for entry in message.get("tool_calls") or ():
-        function = entry.get("function") or {}
-        arguments = function.get("arguments")
-        with contextlib.suppress(ValueError):  # not JSON: written back as the string it is
-            arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
-        text += call_text(str(function.get("name")), arguments)
+    text = answer.content or ""
+    for call in answer.tool_calls:
+        try:
+            arguments = load_arguments(call.arguments)
+        except ValueError:  # not JSON, or nested too deep: written back as the string it is
+            arguments = call.arguments
+        text += call_text(call.name, arguments)
     return text
+
+
+def _assistant_message(answer: ChatAnswer) -> dict[str, Any]:
+    """The answer as the next request sends it back (OpenAI's wire format)."""
+    message: dict[str, Any] = {"role": "assistant", "content": answer.content}
+    if answer.tool_calls:
+        message["tool_calls"] = [
+            {"id": call.id or f"call_{i}", "type": "function",
+             "function": {"name": call.name, "arguments": call.arguments_text()}}
+            for i, call in enumerate(answer.tool_calls)
+        ]  # fmt: skip
+    return message
 
 
 def _cut(text: str, tokenizer: Any, config: ToolConfig, left: int) -> tuple[str, bool]:
@@ -164,10 +177,9 @@ def _cut(text: str, tokenizer: Any, config: ToolConfig, left: int) -> tuple[str,
     return f"{text[:chars]}\n[... {len(text) - chars} characters cut]", True
 
 
-def _record_usage(e: RemoteEpisode, answer: dict[str, Any]) -> None:
-    usage = answer.get("usage") or {}
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    if isinstance(prompt, int) and isinstance(completion, int):
+def _record_usage(e: RemoteEpisode, usage: ChatUsage | None) -> None:
+    prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (None, None)
+    if prompt is not None and completion is not None:
         if e.first_prompt_tokens is None:
             e.first_prompt_tokens = prompt
         e.tokens_used = prompt - e.first_prompt_tokens + completion
@@ -180,7 +192,7 @@ def _answer(e: RemoteEpisode, calls: list[tuple[str, ToolCall | CallError]], con
         e.parse_errors += isinstance(call, CallError)
         e.calls.append(f"!{call.kind}" if isinstance(call, CallError) else call.name)
         started = time.perf_counter()
-        text = answer_text(call, context)
+        text = clean_text(answer_text(call, context))  # a cell's output is text the tokenizer can take
         e.tool_time_s += time.perf_counter() - started
         text, cut = _cut(text, tokenizer, config, config.max_episode_tokens - e.tokens_used)
         e.truncated_outputs += cut
@@ -200,14 +212,13 @@ def _episode(
         left = config.max_episode_tokens - e.tokens_used
         try:
             answer = endpoint.chat(e.messages, declared, max_tokens=min(config.max_turn_tokens, max(left, 1)))
-        except EndpointError as exc:
+        except ChatError as exc:
             e.stop, e.error = "error", str(exc)
             return e
-        message = answer["choices"][0].get("message") or {}
         e.turns += 1
-        _record_usage(e, answer)
-        e.final_text = _turn_text(message)
-        calls = _calls(message, offered, e.parse_errors)
+        _record_usage(e, answer.usage)
+        e.final_text = _turn_text(answer)
+        calls = _calls(answer, offered, e.parse_errors)
         if not calls:
             e.stop = "answer"
             return e
@@ -216,8 +227,7 @@ def _episode(
                 "max_tool_calls" if e.tool_calls + len(calls) > config.max_tool_calls else "episode_tokens"
             )
             return e  # the calls are not run; this answer is the final one, as in training
-        kept = {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
-        e.messages.append({**kept, "role": "assistant", "content": message.get("content")})
+        e.messages.append(_assistant_message(answer))
         _answer(e, calls, context, config, tokenizer)
 
 
@@ -228,8 +238,11 @@ def run_remote_episodes(
     *,
     config: ToolConfig,
     tokenizer: Any = None,
+    on_episode: Callable[[RemoteEpisode], None] | None = None,
 ) -> list[RemoteEpisode]:
-    """One episode per task against ``endpoint``, judged on the hidden tests (module doc)."""
+    """One episode per task against ``endpoint``, each judged on the hidden tests when it ends (module
+    doc). ``on_episode`` gets every judged episode at once: a caller keeps what finished if the run
+    stops (``execrl tools run`` writes them as a partial report)."""
     if config.call_format != "hermes":
         raise ValueError(
             f"tools.call_format={config.call_format!r}: an OpenAI endpoint returns tool_calls (the Hermes "
@@ -240,18 +253,14 @@ def run_remote_episodes(
     try:
         for task, session in zip(tasks, sessions, strict=True):
             context = ToolContext(task, session, runner, config.reward)
-            episodes.append(_episode(endpoint, task, context, config, tokenizer))
+            e = _episode(endpoint, task, context, config, tokenizer)
+            [v] = judge_answers([task], [e.final_text], [e.parse_errors], runner=runner, config=config)
+            e.reward, e.valid, e.passed, e.reason = v.reward, v.valid, v.passed, v.reason
+            episodes.append(e)
+            if on_episode is not None:
+                on_episode(e)
     finally:
         close_sessions(templates, sessions)
-    verdicts = judge_answers(
-        tasks,
-        [e.final_text for e in episodes],
-        [e.parse_errors for e in episodes],
-        runner=runner,
-        config=config,
-    )
-    for e, v in zip(episodes, verdicts, strict=True):
-        e.reward, e.valid, e.passed, e.reason = v.reward, v.valid, v.passed, v.reason
     return episodes
 
 

@@ -84,7 +84,9 @@ _EXPORTS: dict[str, str] = {
     "truncated_is_weights": "offpolicy",
     "behaviour_logprobs": "offpolicy",
     # checkpoints
+    "CheckpointError": "errors",
     "CheckpointState": "checkpoint",
+    "check_resumable": "checkpoint",
     "save_checkpoint": "checkpoint",
     "load_checkpoint": "checkpoint",
     "latest_checkpoint": "checkpoint",
