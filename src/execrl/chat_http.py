@@ -66,6 +66,7 @@ __all__ = [
     "ChatLimits",
     "ChatToolCall",
     "ChatUsage",
+    "MAX_JSON_DEPTH",
     "check_api_key",
     "check_base_url",
     "clean_text",

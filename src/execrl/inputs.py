@@ -38,6 +38,7 @@ __all__ = [
     "read_chunk",
     "read_text_file",
     "regular_file",
+    "writable_file",
 ]
 
 _CHUNK_BYTES = 1 << 20
@@ -75,6 +76,27 @@ def regular_file(path: str | os.PathLike[str], what: str = "file") -> Path:
         raise InputFileError(f"{p}: is a directory, expected a {what}")
     if not p.is_file():
         raise InputFileError(f"{p}: not a regular file, expected a {what}")
+    return p
+
+
+def writable_file(path: str | os.PathLike[str], what: str = "output file") -> Path:
+    """``path`` as a ``Path`` when a file can be written there, else raise; for checking an output
+    (``--json``) before the work that fills it, not after (issue 35, class 12). Refused: a directory, a
+    path under something that is not a directory, a file or directory without write permission."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputFileError(f"{p}: is a directory; the {what} must be a file path")
+    if p.exists():
+        if not os.access(p, os.W_OK):
+            raise InputFileError(f"{p}: exists and is not writable (the {what})")
+        return p
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputFileError(f"{p}: {parent} is not a directory, so the {what} cannot be created")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputFileError(f"{p}: no permission to create files in {parent} (the {what})")
     return p
 
 

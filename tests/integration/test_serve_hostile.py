@@ -327,3 +327,89 @@ def test_sigterm_stops_a_busy_server_within_a_bound(tiny_model_dir: Path) -> Non
     assert not reply.startswith("HTTP/1.1 200"), "the generation ran to its end after SIGTERM"
     if reply:
         assert reply.startswith("HTTP/1.1 503") and "server_stopping" in reply, reply[:300]
+
+
+def _tool_round(arguments: str) -> list[dict[str, Any]]:
+    """A conversation whose assistant turn called a tool with ``arguments`` (the client sends it back)."""
+    call = {"id": "c1", "type": "function", "function": {"name": "python", "arguments": arguments}}
+    return [
+        *MESSAGES,
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "3"},
+    ]
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    ['{"code": ' + "[" * 5000 + "]" * 5000 + "}", '{"code": ' + "[" * 65 + "]" * 65 + "}", '{"code": "\\ud800"}'],
+    ids=["deep-5000", "deep-65", "escaped-surrogate"],
+)  # fmt: skip
+def test_tool_call_arguments_are_checked_inside_their_string(server: str, arguments: str) -> None:
+    """Regression (issue 35, class 9): the body checks do not look inside an ``arguments`` string (JSON in
+    a JSON string), so arguments nested 5,000 deep or holding an escaped lone surrogate gave a 500
+    (RecursionError; the tokenizer's TypeError). Now a 400 naming the field."""
+    error = _openai_error(*_post(server, _body(messages=_tool_round(arguments), max_tokens=2)), 400)
+    assert error["param"] == "messages[1].tool_calls[0].function.arguments", error
+    assert _post(server, _body(messages=_tool_round('{"code": "1 + 2"}'), max_tokens=2))[0] == 200
+
+
+def _tool(name: str, properties: int) -> dict[str, Any]:
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(properties)}}
+    return {"type": "function", "function": {"name": name, "parameters": schema}}
+
+
+@pytest.mark.parametrize(
+    ("tools", "param"),
+    [([_tool(f"f{i}", 1) for i in range(20_000)], "tools"), ([_tool("g", 60_000)], "tools[0].function.parameters")],
+    ids=["20000-tools", "60000-properties"],
+)  # fmt: skip
+def test_tools_past_the_caps_are_refused_at_once(server: str, tools: list[Any], param: str) -> None:
+    """Regression (issue 35, class 9): every schema was checked on the event loop before any cap (20,000
+    tools or one 60,000-property schema: /health stalled 9-19 s). Now a 400 naming the field, at once."""
+    start = time.perf_counter()
+    error = _openai_error(*_post(server, _body(tools=tools, max_tokens=2)), 400)
+    assert error["param"] == param and "at most" in error["message"], error
+    assert time.perf_counter() - start < 5.0
+
+
+def test_health_answers_while_tools_are_checked(server: str) -> None:
+    """A schema within the caps (4,000 properties: about a second of checking in pure Python) is checked on
+    a worker thread: /health answers within 0.5 s throughout (it waited for the whole check)."""
+    reply: dict[str, Any] = {}
+    body = _body(tools=[_tool("g", 4000)], max_tokens=2)
+    sender = threading.Thread(target=lambda: reply.setdefault("r", _post(server, body)))
+    sender.start()
+    health_s = []
+    while sender.is_alive() or not health_s:
+        start = time.perf_counter()
+        assert _get(server, "/health")[0] == 200
+        health_s.append(time.perf_counter() - start)
+        time.sleep(0.01)
+    sender.join()
+    assert reply["r"][0] in (200, 400), reply  # 400: the declarations pass the tiny model's context
+    assert max(health_s) < 0.5, health_s
+
+
+@pytest.mark.parametrize("where", ["option", "environment"])
+def test_an_empty_api_key_is_refused_at_start(
+    where: str, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression (issue 35, class 9): ``--api-key ''`` or an empty ``EXECRL_API_KEY`` served with no
+    authentication. Now one error line and exit 2, before the model loads (never serving)."""
+    import execrl.serve.cli as serve_cli
+    from execrl.cli import main
+
+    async def never(*_args: Any) -> None:
+        raise AssertionError("the server started")
+
+    monkeypatch.setattr(serve_cli, "_serve_until_signal", never)
+    monkeypatch.delenv("EXECRL_API_KEY", raising=False)
+    argv = ["serve", "--model", str(tiny_model_dir), "--port", "0"]
+    if where == "option":
+        argv += ["--api-key", ""]
+    else:
+        monkeypatch.setenv("EXECRL_API_KEY", " ")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "empty" in err, err
+    assert ("--api-key" if where == "option" else "$EXECRL_API_KEY") in err

@@ -2,7 +2,8 @@
 
 Each benchmark is ``execrl.bench.<name>`` exposing ``add_arguments(parser)`` and ``run(args) -> int``; it
 takes ``--json PATH``, prints a human table and writes its JSON. The table below is fixed (no discovery).
-Modules are imported with ``importlib`` when the parser is built, so they must stay cheap to import (heavy
+Every ``--json`` path is checked before the benchmark runs (``_outputs_checked``). Modules are imported
+with ``importlib`` when the parser is built, so they must stay cheap to import (heavy
 imports such as torch go inside ``run``). A benchmark whose module is not in this build is listed as
 "not available" and exits 2 when called, rather than breaking ``execrl --help``.
 """
@@ -14,6 +15,8 @@ import importlib
 import sys
 from collections.abc import Callable
 from types import ModuleType
+
+from execrl.inputs import writable_file
 
 __all__ = ["BENCHMARKS", "register"]
 
@@ -68,6 +71,19 @@ def _unavailable(name: str, module_name: str) -> Callable[[argparse.Namespace], 
     return handler
 
 
+def _outputs_checked(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``run`` after its ``--json`` path is checked: a benchmark writes its report after it ran (minutes),
+    so a directory or an unwritable path there failed only then (issue 35, class 12). One check for
+    every benchmark; ``InputFileError``: one ``error:`` line, exit 2, before anything runs."""
+
+    def checked(args: argparse.Namespace) -> int:
+        if getattr(args, "json", None):
+            writable_file(args.json, "--json report")
+        return run(args)
+
+    return checked
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``execrl bench <name>`` for every benchmark in ``BENCHMARKS``."""
     bench = subparsers.add_parser("bench", help="run a benchmark (prints a table, writes --json)")
@@ -81,4 +97,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         parser = sub.add_parser(name, help=description, description=module.__doc__)
         parser.formatter_class = argparse.RawDescriptionHelpFormatter
         module.add_arguments(parser)
-        parser.set_defaults(func=module.run)
+        parser.set_defaults(func=_outputs_checked(module.run))

@@ -54,8 +54,9 @@ def _input_errors() -> tuple[type[Exception], ...]:
     from execrl.inputs import InputFileError
     from execrl.rollout.models import ModelLoadError
     from execrl.tasks.errors import TaskError
+    from execrl.trainer.errors import CheckpointError
 
-    return (InputFileError, ConfigError, TaskError, ModelLoadError)
+    return (InputFileError, ConfigError, TaskError, ModelLoadError, CheckpointError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from execrl.config import TrainConfig, build
+from execrl.config import ConfigError, TrainConfig, build
 from execrl.rollout.prompts import encode_prompts
 from execrl.scheduler.prompt_cap import PromptCapSettings, PromptStage, prompt_stages
 from execrl.tasks.schema import Task, prompt_for_chat
@@ -64,12 +64,16 @@ def run_prompt_stages(
     *,
     context_tokens: int,
 ) -> tuple[PromptStage[Task], ...]:
-    """The run's prompt-cap stages over ``suites`` (the training mixture), logged; raises for a suite a
-    stage leaves empty."""
+    """The run's prompt-cap stages over ``suites`` (the training mixture), logged. Raises ``ConfigError``
+    (naming the key: a refusal at start, before the run directory exists) for a suite a stage leaves
+    empty or a completion cap that fills the model's context."""
     settings = build(PromptCapSettings, config.rollout)
     counts = prompt_token_counts(tokenizer, suites)
-    bound = context_prompt_cap(config, context_tokens)
-    stages = prompt_stages(settings, suites, config.tasks.suites, counts, context_cap=bound)
+    try:
+        bound = context_prompt_cap(config, context_tokens)
+        stages = prompt_stages(settings, suites, config.tasks.suites, counts, context_cap=bound)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     for stage in stages:
         left_out = ", ".join(f"{name}: {n}/{len(suites[name])}" for name, n in stage.excluded.items())
         level = logging.WARNING if stage.excluded_total else logging.INFO

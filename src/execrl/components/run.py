@@ -226,11 +226,12 @@ def _run_dir(config: TrainConfig, resume_dir: Path | None, overrides: RunOverrid
 def _restore(run: Run) -> None:
     """The newest checkpoint into the run: weights, optimizer, LR schedule, the recipe's parts, the task
     scheduler's and the length curriculum's state, and the step to continue from."""
-    from execrl.trainer import latest_checkpoint, load_checkpoint
+    from execrl.trainer import check_resumable, latest_checkpoint, load_checkpoint
 
     checkpoint = latest_checkpoint(run.run_dir)
     if checkpoint is None:
         return
+    check_resumable(checkpoint, run.model, extra_modules=run.extra_modules, data_keys=("next_step",))
     state = load_checkpoint(
         checkpoint, run.model, run.optimizer, run.lr_scheduler, extra_modules=run.extra_modules
     )

@@ -18,21 +18,53 @@ from execrl.config.train import TrainConfig
 from execrl.inputs import InputFileError, read_text_file
 
 _CONFIG_MAX_BYTES = 1 << 20
+MAX_KEY_PARTS = 8  # the deepest key of the config has 3 parts (tasks.suites.NAME)
+MAX_VALUE_DEPTH = 32  # nested tables and arrays; the config nests 4 deep at most
+MAX_LISTED_PROBLEMS = 10  # an invalid config lists this many problems, then "and N more"
+
+
+def _shown(item: str) -> str:
+    return repr(item) if len(item) <= 120 else repr(item[:120]) + f"... ({len(item)} characters)"
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
-    """``a.b=value`` -> (["a", "b"], value); the value is read as TOML, else kept as a string."""
+    """``a.b=value`` -> (["a", "b"], value); the value is read as TOML, else kept as a string. A key of
+    more than ``MAX_KEY_PARTS`` parts or a value nested past ``MAX_VALUE_DEPTH`` is refused (issue 35,
+    class 12: an override nested 3,000 deep raised ``RecursionError``)."""
     if "=" not in item:
-        raise ConfigError(f"override {item!r} must look like section.key=value")
+        raise ConfigError(f"override {_shown(item)} must look like section.key=value")
     key, raw = item.split("=", 1)
     path = key.strip().split(".")
     if not all(path):
-        raise ConfigError(f"override {item!r} has an empty key part")
+        raise ConfigError(f"override {_shown(item)} has an empty key part")
+    if len(path) > MAX_KEY_PARTS:
+        raise ConfigError(
+            f"override {_shown(key)}: a key of {len(path)} parts; config keys have at most {MAX_KEY_PARTS}"
+        )
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw
+    except RecursionError:
+        value = _too_deep(f"override {_shown(key)}")
+    if value_depth(value) > MAX_VALUE_DEPTH:
+        _too_deep(f"override {_shown(key)}")
     return path, value
+
+
+def _too_deep(where: str) -> Any:
+    raise ConfigError(f"{where}: the value nests more than {MAX_VALUE_DEPTH} tables or arrays deep")
+
+
+def value_depth(value: Any) -> int:
+    """How deep tables (dicts) and arrays (lists) nest in ``value``; iterative, so any depth is measured."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth + 1)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _apply(data: dict[str, Any], path: list[str], value: Any) -> None:
@@ -63,6 +95,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
 
 
 def validate_config(data: dict[str, Any], *, source: str = "config") -> TrainConfig:
+    if value_depth(data) > MAX_VALUE_DEPTH:
+        _too_deep(source)
     bad_key = surrogate_key(data, "")
     if bad_key is not None:
         raise ConfigError(f"{source}: {bad_key}: not valid Unicode text (a lone surrogate); use UTF-8")
@@ -83,8 +117,11 @@ def validate_config(data: dict[str, Any], *, source: str = "config") -> TrainCon
             )
         if len(lines) == 1:
             raise ConfigError(f"{source}: invalid configuration: {lines[0]}") from exc
-        text = "\n".join(f"  {line}" for line in lines)
-        raise ConfigError(f"{source}: invalid configuration:\n{text}") from exc
+        shown = lines[:MAX_LISTED_PROBLEMS]
+        if len(lines) > len(shown):  # 60,000 unknown keys printed 60,000 lines (issue 35, class 12)
+            shown.append(f"and {len(lines) - len(shown)} more problems")
+        text = "\n".join(f"  {line}" for line in shown)
+        raise ConfigError(f"{source}: invalid configuration ({len(lines)} problems):\n{text}") from exc
 
 
 def _short(value: Any) -> str:

@@ -6,12 +6,14 @@ from pydantic import Field, model_validator
 
 from execrl.config.algorithm import AlgorithmSection, OptimSection, RefineSection, RolloutSection
 from execrl.config.base import Section
+from execrl.config.build import build
 from execrl.config.infra import ExecutorSection, TelemetrySection
 from execrl.config.lora import LoraSection
 from execrl.config.run import CheckpointSection, ModelSection, RunSection
 from execrl.config.scoring import AuditSection, EvalSection, RewardSection, SandboxSection
 from execrl.config.tasks import SchedulerSection, TaskSection
 from execrl.config.tools import ToolsSection
+from execrl.scheduler.length import LengthSettings
 from execrl.scheduler.prompt_cap import PromptCapSettings
 
 
@@ -77,6 +79,7 @@ class TrainConfig(Section):
                 f"length cap of the run ({smallest} new tokens: {where} and rollout.max_new_tokens_stages)"
             )
         PromptCapSettings(rollout.max_prompt_tokens, tuple(rollout.max_prompt_tokens_stages))  # stage checks
+        build(LengthSettings, rollout)  # the length stages' order and values, before any run directory exists
         return self
 
     @model_validator(mode="after")

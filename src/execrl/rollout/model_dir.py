@@ -47,6 +47,7 @@ __all__ = [
     "check_weight_files",
     "load_tokenizer",
     "max_model_bytes",
+    "meta_model",
     "plan_model",
     "read_headers",
 ]
@@ -174,6 +175,11 @@ def _meta_model(config: PretrainedConfig, path: Path) -> torch.nn.Module:
             return model
     except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as exc:
         raise _error(f"{path}: the model it describes cannot be built: {_first_line(exc)}") from None
+
+
+def meta_model(plan: ModelPlan) -> torch.nn.Module:
+    """The model ``plan`` describes, on the meta device (its modules and shapes; no memory)."""
+    return _meta_model(plan.config, plan.directory / "config.json")
 
 
 def plan_model(directory: Path, *, dtype: torch.dtype) -> ModelPlan:

@@ -41,6 +41,19 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _api_key(args: argparse.Namespace) -> str | None:
+    """``--api-key``, else ``$EXECRL_API_KEY``, else None (no authentication). A key given empty is
+    refused: it served with no authentication (issue 35, class 9)."""
+    key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV)
+    if key is not None and not key.strip():
+        where = "--api-key" if args.api_key is not None else f"${API_KEY_ENV}"
+        raise ValueError(
+            f"{where} is empty: the server would take requests with no authentication; give a key, or "
+            f"leave both --api-key and ${API_KEY_ENV} unset to serve without one"
+        )
+    return key
+
+
 def _config(args: argparse.Namespace, name: str) -> ServeConfig:
     from execrl.serve.server import ServeConfig
 
@@ -57,7 +70,7 @@ def _config(args: argparse.Namespace, name: str) -> ServeConfig:
         engine_lanes=args.engine_lanes,
         max_body_mb=args.max_body_mb,
         allowed_origins=tuple(args.allow_origin),
-        api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
+        api_key=_api_key(args),
         shutdown_timeout_s=args.shutdown_timeout_s,
     )
 

@@ -136,20 +136,31 @@ def load_any_model(
     adapters are folded into the weights unless ``merge=False`` (then the model carries them, as trained).
 
     Everything that can be checked without the weights is checked first (:mod:`execrl.rollout.model_dir`):
-    the config's size, the tokenizer, and a checkpoint's tensor names and shapes against the config, so a
-    checkpoint of another model or a truncated file fails in a second instead of after loading."""
+    the config's size, the tokenizer, and a checkpoint's tensor names and shapes against the config (an
+    adapter directory: ``lora.check_adapter_dir`` on the model built on the meta device), so a checkpoint
+    of another model or a truncated file fails in a second instead of after loading."""
     import safetensors.torch
     import torch
 
     from execrl.rollout import model_dir
     from execrl.rollout.models import load_model_and_tokenizer
-    from execrl.trainer.lora import ADAPTER_WEIGHTS, load_adapter_dir, merge_adapters
+    from execrl.trainer.lora import (
+        ADAPTER_CONFIG,
+        ADAPTER_WEIGHTS,
+        check_adapter_dir,
+        load_adapter_dir,
+        merge_adapters,
+    )
 
     source = resolve_model_source(spec) if isinstance(spec, str) else spec
     dtype = torch.float32 if source.dtype == "float32" else torch.bfloat16
     plan = model_dir.plan_model(source.base_dir, dtype=dtype)
-    adapters = source.checkpoint is not None and (source.checkpoint / ADAPTER_WEIGHTS).is_file()
-    if source.checkpoint is not None and not adapters:  # adapters: names and shapes checked on loading
+    adapters = source.checkpoint is not None and any(
+        (source.checkpoint / name).is_file() for name in (ADAPTER_CONFIG, ADAPTER_WEIGHTS)
+    )
+    if source.checkpoint is not None and adapters:  # the config, targets, names and shapes
+        check_adapter_dir(source.checkpoint, model_dir.meta_model(plan))
+    elif source.checkpoint is not None:
         weights = source.checkpoint / "model.safetensors"
         found = model_dir.read_headers([weights])
         model_dir.check_tensor_names(found, plan, str(weights), strict=True)

@@ -7,7 +7,9 @@ into one generation (:mod:`execrl.serve.batcher`). The official ``openai`` Pytho
 One request's path: the body is read under the sandbox service's edge rules (``sandbox/service/http_edge.py``:
 Origin and Content-Type, Content-Length before reading, UTF-8, depth, integer length, surrogates), the
 fields validated (``api.py``), then the server's caps (``ServeConfig``: ``n``, ``max_tokens``, prompt
-tokens, queued tokens), each refusal an OpenAI-shaped 4xx naming ``param``. The messages are measured
+tokens, queued tokens), each refusal an OpenAI-shaped 4xx naming ``param``. A request with ``tools`` is
+validated on a worker thread (their JSON schemas are checked in pure Python), within caps on the tools
+and the values of their schemas (``api.MAX_TOOLS``, ``api.MAX_TOOL_SCHEMA_VALUES``). The messages are measured
 in characters first (a prompt of C characters has at least C / L tokens, L the tokenizer's longest
 token), so a multi-megabyte message is refused without being tokenised; the rest is tokenised on a
 worker thread, never on the event loop. A client that disconnects cancels its request (the handler is
@@ -16,6 +18,7 @@ decodes them (:mod:`execrl.serve.stream`).
 
 Authentication: none unless ``api_key`` is set (``--api-key`` or ``EXECRL_API_KEY``): then every
 endpoint but ``/health`` wants ``Authorization: Bearer KEY`` (401 otherwise, OpenAI's ``invalid_api_key``).
+An empty key given either way is refused at start (it served with no authentication).
 Bind to localhost (the default) or put it behind a proxy with TLS: the key travels in clear over HTTP.
 Plain-text content only (no images). Tool calls: ``tool_calls.py`` (rendered as ``execrl.tools`` trains
 them; no streaming with tools).
@@ -123,6 +126,7 @@ class _State:
     max_prompt_tokens: int
     token_chars: int  # the longest token's text: a prompt of C characters has >= C / token_chars tokens
     tokenizing: ThreadPoolExecutor
+    validating: ThreadPoolExecutor  # a request's tools are checked here, off the event loop
     template_tools: bool  # the chat template renders ``tools`` itself (tool_calls.renders_tools)
 
 
@@ -149,6 +153,7 @@ def build_app(engine: HFEngine, config: ServeConfig) -> web.Application:
         min(context, config.max_prompt_tokens or context),
         _longest_token_chars(engine.tokenizer),
         ThreadPoolExecutor(1, thread_name_prefix="execrl-tokenize"),
+        ThreadPoolExecutor(1, thread_name_prefix="execrl-validate"),
         renders_tools(engine.tokenizer),
     )
     limits = BatcherLimits(**config._batcher_fields())
@@ -180,6 +185,7 @@ async def _stop(app: web.Application) -> None:
 
 async def _cleanup(app: web.Application) -> None:
     app[_STATE].tokenizing.shutdown(wait=False, cancel_futures=True)
+    app[_STATE].validating.shutdown(wait=False, cancel_futures=True)
 
 
 def _edge_error(problem: FieldProblem, status: int) -> RequestError:
@@ -256,7 +262,7 @@ async def _chat(request: web.Request) -> web.StreamResponse:
     body = await read_json_body(
         request, allowed_origins=config.allowed_origins, max_body_bytes=config.max_body_mb << 20
     )
-    req = parse_chat_request(body)
+    req = await _parse(state, body)
     if req.model != config.model_name:
         raise RequestError(
             f"model {req.model!r} is not served here; this server serves {config.model_name!r}",
@@ -277,6 +283,15 @@ async def _chat(request: web.Request) -> web.StreamResponse:
     except (EngineFailed, ServerStopping, QueueFull, ValueError) as exc:
         raise _submit_error(exc) from exc
     return web.json_response(_completion_body(state, generated, completion_id, declarations(req)))
+
+
+async def _parse(state: _State, body: Any) -> ChatRequest:
+    """The request's fields (``api.py``); with ``tools``, on a worker thread: their JSON schemas are
+    checked in pure Python (capped, ``api.MAX_TOOL_SCHEMA_VALUES``), which would pause ``/health``."""
+    if not (isinstance(body, dict) and body.get("tools")):
+        return parse_chat_request(body)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(state.validating, parse_chat_request, body)
 
 
 def _submit_error(exc: BaseException) -> RequestError:

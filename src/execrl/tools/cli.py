@@ -1,22 +1,32 @@
 """``execrl tools run``: tool episodes of a suite against an OpenAI-compatible endpoint (``tools/remote.py``).
 
-Prints one line per task (passed, reward, calls, parse errors, how the episode ended) and a summary
-(pass rate, calls per episode, parse errors); ``--json PATH`` writes the summary and every episode's
-conversation. Cheap to import: the sandbox and the suite load inside the handler.
+Prints one line per task as its episode ends (passed, reward, calls, parse errors, how it ended) and a
+summary (pass rate, calls per episode, parse errors, endpoint errors); ``--json PATH`` writes the summary
+and every episode's conversation. Every input is checked before the first episode (``--url``,
+``--api-key``, ``--json``, ``--tokenizer``: one ``error:`` line, exit 2). A run stopped early (Ctrl-C,
+SIGTERM, a bug) still writes the episodes that finished, as a report marked ``"partial": true`` with why
+(exit 130 for a signal; a bug keeps its traceback). Cheap to import: the sandbox and the suite load
+inside the handler.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from execrl.inputs import float_in, positive_int
+from execrl.inputs import InputFileError, float_in, positive_int, writable_file
 
 __all__ = ["register"]
+
+API_KEY_ENV = "EXECRL_API_KEY"
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -39,6 +49,71 @@ def _line(e: dict[str, Any]) -> str:
     )
 
 
+def _checked_inputs(args: argparse.Namespace) -> tuple[str, str | None, Any]:
+    """Everything the run needs that can be wrong, checked before any episode: the URL, the API key, the
+    report path and the tokenizer (loaded). Raises ``InputFileError`` (one line, exit 2)."""
+    from execrl.chat_http import check_api_key, check_base_url
+    from execrl.rollout import model_dir
+
+    try:
+        url = check_base_url(args.url)
+    except ValueError as exc:
+        raise InputFileError(f"--url {exc}") from None
+    key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV)
+    if key:  # an empty key sends no Authorization header (the endpoint needs none)
+        try:
+            check_api_key(key)
+        except ValueError as exc:
+            raise InputFileError(f"--api-key (or ${API_KEY_ENV}): {exc}") from None
+    if args.json is not None:
+        writable_file(args.json, "--json report")
+    tokenizer = None
+    if args.tokenizer:
+        path = Path(args.tokenizer).expanduser()
+        if not path.is_dir():
+            raise InputFileError(
+                f"--tokenizer {args.tokenizer}: not a directory (a model or tokenizer directory)"
+            )
+        tokenizer = model_dir.load_tokenizer(path)  # ModelLoadError names the file: exit 2
+    return url, key or None, tokenizer
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises ``KeyboardInterrupt`` inside the block, as Ctrl-C does, so the finished episodes are
+    written before the process ends (the default action kills it on the spot). Main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _write_report(
+    args: argparse.Namespace, episodes: list[Any], *, planned: int, stopped: str | None
+) -> None:
+    """The summary and every finished episode; ``partial`` (with why) when the run stopped early."""
+    from execrl.tools.remote import episode_record, summarize
+
+    report = {
+        "suite": args.suite, "split": args.split, "model": args.model, "url": args.url,
+        "partial": stopped is not None, "stopped": stopped, "episodes_planned": planned,
+        "summary": summarize(episodes), "episodes": [episode_record(e) for e in episodes],
+    }  # fmt: skip
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.json.with_name(f".{args.json.name}.tmp")
+    tmp.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(args.json)
+    print(f"{'partial ' if stopped else ''}report: {args.json}", flush=True)
+
+
 def _run(args: argparse.Namespace) -> int:
     from execrl.sandbox import Sandbox, SandboxConfig
     from execrl.tasks import load_suite
@@ -50,36 +125,37 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    tokenizer = None
-    if args.tokenizer:
-        from transformers import AutoTokenizer
+    url, key, tokenizer = _checked_inputs(args)
+    endpoint = Endpoint(url, args.model, api_key=key, timeout_s=args.timeout_s, send_seed=args.seed is not None)
+    finished: list[Any] = []
 
-        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-    endpoint = Endpoint(
-        args.url, args.model, api_key=args.api_key or os.environ.get("EXECRL_API_KEY"),
-        timeout_s=args.timeout_s, send_seed=args.seed is not None,
-    )  # fmt: skip
-    with Sandbox(SandboxConfig(workers=args.sandbox_workers)) as sandbox:
-        episodes = run_remote_episodes(
-            endpoint, tasks, sandbox, config=config, tokenizer=tokenizer, temperature=args.temperature,
-            top_p=args.top_p, seed=args.seed or 0,
-        )  # fmt: skip
-    records = [episode_record(e) for e in episodes]
-    for record in records:
-        print(_line(record))
-    summary = summarize(episodes)
+    def done(e: Any) -> None:
+        finished.append(e)
+        print(_line(episode_record(e)), flush=True)
+
+    stopped: str | None = None
+    try:
+        with _sigterm_interrupts(), Sandbox(SandboxConfig(workers=args.sandbox_workers)) as sandbox:
+            run_remote_episodes(
+                endpoint, tasks, sandbox, config=config, tokenizer=tokenizer, temperature=args.temperature,
+                top_p=args.top_p, seed=args.seed or 0, on_episode=done,
+            )  # fmt: skip
+    except KeyboardInterrupt as exc:
+        stopped = f"interrupted ({str(exc) or 'SIGINT'})"
+    except BaseException as exc:  # a bug: keep what finished, then let the traceback show it
+        if args.json:
+            _write_report(args, finished, planned=len(tasks), stopped=f"{type(exc).__name__}: {exc}")
+        raise
+    summary = summarize(finished)
     print(
-        f"{len(episodes)} episodes: pass rate {summary['pass_rate']:.3f}, reward {summary['reward_mean']:.3f}, "
-        f"calls/episode {summary['calls_per_episode']:.2f}, parse errors {int(summary['parse_errors'])}, "
-        f"endpoint errors {int(summary['endpoint_errors'])}"
+        f"{len(finished)} episodes{f' of {len(tasks)}, {stopped}' if stopped else ''}: pass rate "
+        f"{summary['pass_rate']:.3f}, reward {summary['reward_mean']:.3f}, calls/episode "
+        f"{summary['calls_per_episode']:.2f}, parse errors {int(summary['parse_errors'])}, endpoint errors "
+        f"{int(summary['endpoint_errors'])}"
     )
     if args.json:
-        report = {"suite": args.suite, "split": args.split, "model": args.model, "url": args.url,
-                  "summary": summary, "episodes": records}  # fmt: skip
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-        print(f"report: {args.json}")
-    return 0
+        _write_report(args, finished, planned=len(tasks), stopped=stopped)
+    return 130 if stopped else 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -91,7 +167,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run = sub.add_parser("run", help="run a suite's tool episodes against --url, judged on the hidden tests")
     run.add_argument("--url", required=True, help="the endpoint's base URL, e.g. http://127.0.0.1:8000/v1")
     run.add_argument("--model", required=True, help="the model name the endpoint serves")
-    run.add_argument("--api-key", default=None, help="bearer token (default: $EXECRL_API_KEY, else none)")
+    run.add_argument("--api-key", default=None, help=f"bearer token (default: ${API_KEY_ENV}, else none)")
     run.add_argument("--suite", default="tools", help="suite name or task JSONL path/URL (default tools)")
     run.add_argument("--split", default="test", choices=("train", "test"), help="default test")
     run.add_argument("--limit", type=positive_int, default=None, help="only the first N tasks")
@@ -106,7 +182,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument("--temperature", type=float_in(0.0, 2.0), default=1.0, help="sampling temperature")
     run.add_argument("--top-p", type=float_in(1e-6, 1.0), default=1.0, help="nucleus sampling")
     run.add_argument("--seed", type=int, default=None, help="sent as the request's seed")
-    run.add_argument("--timeout-s", type=float_in(0.001, 86400.0), default=600.0, help="per request")
+    run.add_argument(
+        "--timeout-s", type=float_in(0.001, 86400.0), default=600.0, help="each request's total deadline"
+    )
     run.add_argument(
         "--tokenizer", default=None, help="cut tool answers by this tokenizer's tokens (else chars)"
     )

@@ -17,7 +17,8 @@ verdict (reward 0, counted in the summary's ``endpoint_errors``), the other epis
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from execrl.episodes import Episode, run_episodes
@@ -42,23 +43,31 @@ def run_remote_episodes(
     temperature: float = 1.0,
     top_p: float = 1.0,
     seed: int = 0,
-    concurrency: int = 1,
+    on_episode: Callable[[Episode], None] | None = None,
 ) -> list[Episode]:
-    """One episode per task against ``endpoint``, judged on the hidden tests (module doc)."""
+    """One episode per task against ``endpoint``, judged on the hidden tests (module doc). The tasks run one
+    after the other, each a rollout call of its own, so every finished episode reaches ``on_episode``
+    (``execrl tools run`` prints it and keeps it for a report written even when the run is stopped)."""
     if config.call_format != "hermes":
         raise ValueError(
             f"tools.call_format={config.call_format!r}: an OpenAI endpoint returns tool_calls (the Hermes "
             "convention); the python_block convention is not served"
         )
-    backend = ChatBackend(endpoint, tokenizer=tokenizer, concurrency=concurrency)
+    backend = ChatBackend(endpoint, tokenizer=tokenizer, concurrency=1)
     params = SamplingParams(samples_per_prompt=1, max_new_tokens=config.max_turn_tokens, temperature=temperature,
                             top_p=top_p, seed=seed)  # fmt: skip
+    environment = ToolEnvironment(runner, config)
+    out: list[Episode] = []
     try:
-        result = run_episodes(ToolEnvironment(runner, config), backend, tasks, params=params,
-                              max_episode_tokens=config.max_episode_tokens)  # fmt: skip
+        for task in tasks:
+            [episode] = run_episodes(environment, backend, [task], params=params,
+                                     max_episode_tokens=config.max_episode_tokens).episodes  # fmt: skip
+            out.append(dataclasses.replace(episode, task_index=len(out)))
+            if on_episode is not None:
+                on_episode(out[-1])
     finally:
         backend.close()
-    return list(result.episodes)
+    return out
 
 
 def episode_record(e: Episode) -> dict[str, Any]:

@@ -82,7 +82,9 @@ _EXPORTS: dict[str, str] = {
     # off-policy correction (async)
     "truncated_is_weights": "offpolicy",
     # checkpoints
+    "CheckpointError": "errors",
     "CheckpointState": "checkpoint",
+    "check_resumable": "checkpoint",
     "save_checkpoint": "checkpoint",
     "load_checkpoint": "checkpoint",
     "latest_checkpoint": "checkpoint",

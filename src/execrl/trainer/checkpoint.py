@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,7 @@ import safetensors.torch
 import torch
 from torch import nn
 
+from execrl.trainer.errors import CheckpointError
 from execrl.trainer.lora import (
     ADAPTER_WEIGHTS,
     adapter_state_dict,
@@ -285,28 +288,66 @@ def load_checkpoint(
         )
     if has_adapters(model):
         _require(root, ADAPTER_WEIGHTS)
-        load_adapter_state_dict(model, read_adapter_weights(root))
+        with _naming(root / ADAPTER_WEIGHTS, "another lora.rank or lora.target_modules?"):
+            load_adapter_state_dict(model, read_adapter_weights(root))
     elif (root / ADAPTER_WEIGHTS).is_file() and not (root / "model.safetensors").is_file():
         raise FileNotFoundError(
             f"checkpoint {root} holds LoRA adapters ({ADAPTER_WEIGHTS}), not a whole model; load it into the "
             "model with the same adapters (lora.enabled=true and the run's lora settings)"
         )
     else:
-        safetensors.torch.load_model(model, _require(root, "model.safetensors"), strict=True)
+        with _naming(root / "model.safetensors", "another model.path?"):
+            safetensors.torch.load_model(model, _require(root, "model.safetensors"), strict=True)
     for name, module in (extra_modules or {}).items():
-        _load_module(module, _require(root, f"{name}.safetensors"))
+        with _naming(root / f"{name}.safetensors", "the run's settings differ?"):
+            _load_module(module, _require(root, f"{name}.safetensors"))
     if optimizer is not None:
-        optimizer.load_state_dict(torch.load(_require(root, "optimizer.pt"), weights_only=True))
+        with _naming(root / "optimizer.pt", "another model, lora.rank or lora.target_modules?"):
+            optimizer.load_state_dict(_load_pt(root, "optimizer.pt"))
     if scheduler is not None:
-        scheduler.load_state_dict(torch.load(_require(root, "scheduler.pt"), weights_only=True))
+        with _naming(root / "scheduler.pt", "not this run's LR schedule"):
+            scheduler.load_state_dict(_load_pt(root, "scheduler.pt"))
     if restore_rng:
-        restore_rng_state(torch.load(_require(root, "rng.pt"), weights_only=True))
-    state = torch.load(_require(root, "trainer_state.pt"), weights_only=True)
+        with _naming(root / "rng.pt", "not the RNG states a checkpoint holds"):
+            restore_rng_state(_load_pt(root, "rng.pt"))
+    return _trainer_state(root)
+
+
+@contextmanager
+def _naming(path: Path, hint: str) -> Iterator[None]:
+    """A state that does not fit what it is loaded into becomes a ``CheckpointError`` naming the file."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as exc:
+        raise CheckpointError(f"{path}: does not fit this run ({_first_line(exc)}; {hint})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def _load_pt(root: Path, name: str) -> Any:
+    """``torch.load`` (weights only) of ``root/name``; a damaged file is a ``CheckpointError`` naming it."""
+    path = _require(root, name)
+    try:
+        return torch.load(path, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError, KeyError) as exc:
+        raise CheckpointError(
+            f"{path}: damaged, it does not load ({_first_line(exc)}); move this checkpoint away to resume "
+            "from the one before it"
+        ) from None
+
+
+def _trainer_state(root: Path) -> CheckpointState:
+    state = _load_pt(root, "trainer_state.pt")
+    ok = isinstance(state, dict) and isinstance(state.get("step"), int)
+    if not ok or not isinstance(state.get("data_state"), dict) or not isinstance(state.get("metrics"), dict):
+        raise CheckpointError(
+            f"{root / 'trainer_state.pt'}: not a trainer state (a dict of step, data_state and metrics)"
+        )
     return CheckpointState(
-        path=root,
-        step=int(state["step"]),
-        data_state=dict(state["data_state"]),
-        metrics=dict(state["metrics"]),
+        path=root, step=state["step"], data_state=dict(state["data_state"]), metrics=dict(state["metrics"])
     )
 
 
@@ -315,3 +356,95 @@ def _require(root: Path, name: str) -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {root} has no {name}; was it saved with that component?")
     return path
+
+
+def _header(path: Path) -> dict[str, tuple[int, ...]]:
+    """Tensor name -> shape from a safetensors header (nothing loaded); ``CheckpointError`` if damaged."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            names = handle.keys()
+            return {name: tuple(handle.get_slice(name).get_shape()) for name in names}
+    except (SafetensorError, OSError) as exc:
+        raise CheckpointError(f"{path}: not a complete safetensors file ({_first_line(exc)})") from None
+
+
+def _check_adapters(path: Path, model: nn.Module) -> None:
+    """The checkpoint's adapters are this model's: same modules (``lora.target_modules``), same rank."""
+    found = {k.removeprefix("base_model.model."): v for k, v in _header(path).items()}
+    expected = {k: tuple(v.shape) for k, v in adapter_state_dict(model).items()}
+    if set(found) != set(expected):
+        extra, missing = sorted(set(found) - set(expected)), sorted(set(expected) - set(found))
+        raise CheckpointError(
+            f"{path}: the run's adapters sit on other modules than this config's (lora.target_modules): "
+            f"the checkpoint has {extra[:2]} that the config lacks, the config {missing[:2]} that it lacks; "
+            "resume with the run's lora.target_modules"
+        )
+    for name in sorted(expected):
+        if found[name] != expected[name]:
+            rank = found[name][0] if ".lora_A." in name else found[name][-1]  # A is [r, in], B [out, r]
+            raise CheckpointError(
+                f"{path}: adapter {name} is {list(found[name])}, this config's {list(expected[name])}: the run "
+                f"was trained with lora.rank={rank}; resume with lora.rank={rank}"
+            )
+
+
+def _check_weights(root: Path, model: nn.Module) -> None:
+    """The checkpoint holds what ``model`` is: adapters for a LoRA model (``lora.enabled``), a whole model
+    otherwise, with this model's tensor names and shapes."""
+    adapters, whole = root / ADAPTER_WEIGHTS, root / "model.safetensors"
+    if has_adapters(model) and not adapters.is_file():
+        trained = "lora.enabled=false (a whole model)" if whole.is_file() else "no weights file"
+        raise CheckpointError(
+            f"{root}: no {ADAPTER_WEIGHTS}, so no LoRA adapters to resume: {trained}; resume with the run's "
+            "lora settings"
+        )
+    if has_adapters(model):
+        _check_adapters(adapters, model)
+        return
+    if not whole.is_file():
+        trained = "lora.enabled=true (adapters only)" if adapters.is_file() else "no weights file"
+        raise CheckpointError(
+            f"{root}: no model.safetensors, so no whole model to resume: {trained}; resume with the run's "
+            "lora settings (lora.enabled=true and its rank and target_modules)"
+        )
+    state = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    found = _header(whole)
+    unexpected = sorted(set(found) - set(state))
+    wrong = sorted(n for n in set(found) & set(state) if found[n] != state[n])
+    if unexpected or wrong:
+        raise CheckpointError(
+            f"{whole}: not this model's weights (tensors it lacks: {unexpected[:2]}; of another shape: "
+            f"{wrong[:2]}); resume with the run's model.path"
+        )
+
+
+def check_resumable(
+    path: str | os.PathLike[str],
+    model: nn.Module,
+    *,
+    extra_modules: Mapping[str, nn.Module] | None = None,
+    data_keys: Sequence[str] = (),
+) -> None:
+    """Raise ``CheckpointError`` if ``load_checkpoint(path, model, optimizer, scheduler,
+    extra_modules=...)`` cannot restore this run, before anything is restored: every file a resume reads
+    is there; the weights are the model's (LoRA on or off as the checkpoint was written, the same rank and
+    modules, the same tensors); ``trainer_state.pt`` loads and its ``data_state`` holds ``data_keys``. What
+    only loading can show (a damaged ``optimizer.pt``, ``rng.pt`` or ``scheduler.pt``) is a
+    ``CheckpointError`` from ``load_checkpoint`` itself (issue 35, class 12: each was a traceback)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise CheckpointError(f"{root}: not a checkpoint directory")
+    names = [f"{name}.safetensors" for name in extra_modules or {}]
+    for name in [*names, "optimizer.pt", "scheduler.pt", "rng.pt", "trainer_state.pt"]:
+        if not (root / name).is_file():
+            raise CheckpointError(
+                f"{root / name}: missing; a checkpoint of this run holds it (the run's settings differ, or the "
+                "checkpoint is damaged: move it away to resume from the one before it)"
+            )
+    _check_weights(root, model)
+    state = _trainer_state(root)
+    missing = [key for key in data_keys if key not in state.data_state]
+    if missing:
+        raise CheckpointError(f"{root / 'trainer_state.pt'}: its data_state lacks {missing}")

@@ -48,6 +48,7 @@ __all__ = [
     "ADAPTER_WEIGHTS",
     "add_adapters",
     "adapter_dropout",
+    "check_adapter_dir",
     "adapter_state_dict",
     "adapters_disabled",
     "frozen_sharing_copy",
@@ -231,24 +232,156 @@ def _peft_config(model: nn.Module) -> Any:
 
 
 def read_adapter_weights(directory: Path) -> dict[str, Tensor]:
-    """``adapter_model.safetensors`` of ``directory`` with PeftModel's key prefix removed."""
+    """``adapter_model.safetensors`` of ``directory`` with PeftModel's key prefix removed; a missing,
+    truncated or non-safetensors file is a ``ModelLoadError`` naming it."""
     import safetensors.torch
+    from safetensors import SafetensorError
 
-    tensors = safetensors.torch.load_file(str(directory / ADAPTER_WEIGHTS))
+    path = directory / ADAPTER_WEIGHTS
+    if not path.is_file():
+        raise _adapter_error(path, "missing (an adapter directory holds adapter_config.json and this file)")
+    try:
+        tensors = safetensors.torch.load_file(str(path))
+    except (SafetensorError, OSError) as exc:
+        raise _adapter_error(path, f"not a complete safetensors file ({str(exc).splitlines()[0]})") from None
     return {k.removeprefix(_PEFT_PREFIX): v for k, v in tensors.items()}
+
+
+def _adapter_error(path: Path, problem: str) -> Exception:
+    from execrl.rollout.models import ModelLoadError
+
+    return ModelLoadError(f"{path}: {problem}")
+
+
+def _read_adapter_config(directory: Path) -> Any:
+    """``adapter_config.json`` as peft's ``LoraConfig``, its rank and alpha checked."""
+    from peft import LoraConfig
+
+    path = directory / ADAPTER_CONFIG
+    try:
+        config = LoraConfig.from_pretrained(str(directory))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise _adapter_error(
+            path, f"not a readable LoRA adapter config ({str(exc).splitlines()[0]})"
+        ) from None
+    if str(getattr(config, "peft_type", "")).upper() not in ("LORA", "PEFTTYPE.LORA"):
+        raise _adapter_error(path, f"peft_type {config.peft_type}, not LORA")
+    rank, alpha = config.r, config.lora_alpha
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise _adapter_error(path, f"r must be a positive integer (the adapters' rank), got {rank!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not alpha > 0:
+        raise _adapter_error(path, f"lora_alpha must be a positive number, got {alpha!r}")
+    return config
+
+
+def _targeted(model: nn.Module, config: Any, path: Path) -> list[str] | None:
+    """The names of the modules the config's ``target_modules`` adapt (None: ``all-linear``, peft's own
+    rule); every listed name must match, and no tied embedding may be among them (training refuses those,
+    ``add_adapters``: folded for serving, the adapter would move both the head and the input embedding)."""
+    from peft.tuners.tuners_utils import check_target_module_exists
+
+    targets = config.target_modules
+    if targets == "all-linear" or (not isinstance(targets, str) and list(targets or ()) == ["all-linear"]):
+        return None  # every linear layer but the output head
+    if not targets:
+        raise _adapter_error(path, "target_modules is empty: the adapters change nothing")
+    matched = [name for name, _ in model.named_modules() if name and check_target_module_exists(config, name)]
+    wanted = [targets] if isinstance(targets, str) else sorted(targets)
+    missing = [t for t in wanted if not any(n == t or n.endswith(f".{t}") for n in matched)]
+    if not matched or (not isinstance(targets, str) and missing):
+        linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, nn.Linear)})
+        raise _adapter_error(
+            path,
+            f"target_modules {missing or wanted} match no module of {type(model).__name__}; its linear "
+            f"layers are named {linear}",
+        )
+    tied = getattr(getattr(model, "config", None), "tie_word_embeddings", False)
+    embeddings: Any = (
+        getattr(model, "get_output_embeddings", None),
+        getattr(model, "get_input_embeddings", None),
+    )
+    ids = {id(get()) for get in embeddings if get is not None}
+    adapted = [n for n in matched if id(model.get_submodule(n)) in ids]
+    if tied and adapted:
+        raise _adapter_error(
+            path,
+            f"target_modules adapt {adapted}: this model ties its input embedding to its output head, so "
+            "the folded adapter would change both (training refuses these targets, lora.target_modules)",
+        )
+    return matched
+
+
+def _adapter_shapes(directory: Path) -> dict[str, tuple[int, ...]]:
+    """Tensor name (PeftModel's prefix removed) -> shape, from the weights file's header only."""
+    from safetensors import SafetensorError, safe_open
+
+    path = directory / ADAPTER_WEIGHTS
+    if not path.is_file():
+        raise _adapter_error(path, "missing (an adapter directory holds adapter_config.json and this file)")
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            names = handle.keys()
+            return {k.removeprefix(_PEFT_PREFIX): tuple(handle.get_slice(k).get_shape()) for k in names}
+    except (SafetensorError, OSError) as exc:
+        raise _adapter_error(path, f"not a complete safetensors file ({str(exc).splitlines()[0]})") from None
+
+
+def _check_shapes(model: nn.Module, config: Any, matched: list[str], found: dict[str, tuple[int, ...]],
+                  path: Path) -> None:  # fmt: skip
+    """The weights file holds ``lora_A`` [r, in] and ``lora_B`` [out, r] for every adapted linear layer,
+    nothing else (a plain rank only: per-module ranks and other layer kinds are left to loading's check)."""
+    if config.rank_pattern or any(not isinstance(model.get_submodule(n), nn.Linear) for n in matched):
+        return
+    expected: dict[str, tuple[int, ...]] = {}
+    for name in matched:
+        layer: Any = model.get_submodule(name)
+        expected[f"{name}.lora_A.weight"] = (config.r, int(layer.in_features))
+        expected[f"{name}.lora_B.weight"] = (int(layer.out_features), config.r)
+    missing, unexpected = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
+    if missing or unexpected:
+        raise _adapter_error(
+            path,
+            f"holds {len(found)} tensors, not the {len(expected)} its {ADAPTER_CONFIG} describes (target_modules "
+            f"{config.target_modules}): missing {missing[:2]}, unexpected {unexpected[:2]}",
+        )
+    wrong = [k for k in sorted(expected) if found[k] != expected[k]]
+    if wrong:
+        raise _adapter_error(
+            path,
+            f"tensor {wrong[0]} has shape {list(found[wrong[0]])}, {ADAPTER_CONFIG} (r={config.r}) and the "
+            f"model give {list(expected[wrong[0]])} (another rank or another base model?)",
+        )
+
+
+def check_adapter_dir(directory: Path, model: nn.Module) -> Any:
+    """Check an adapter directory against ``model`` before anything is loaded (the model's modules are
+    all it reads: a meta-device model will do); returns peft's ``LoraConfig``. Each problem is a
+    ``ModelLoadError`` naming the file (issue 35, class 11: these were tracebacks in export, serve and
+    eval): the config (JSON, LoRA, rank, alpha), its targets (they exist; no tied embedding, as training
+    refuses), the weights file (present, complete, its tensor names and shapes as the config says)."""
+    config = _read_adapter_config(directory)
+    matched = _targeted(model, config, directory / ADAPTER_CONFIG)
+    found = _adapter_shapes(directory)
+    if matched is not None:
+        _check_shapes(model, config, matched, found, directory / ADAPTER_WEIGHTS)
+    return config
 
 
 def load_adapter_dir(model: M, directory: Path) -> M:
     """Inject the adapters described by ``directory``'s ``adapter_config.json`` (any LoRA config peft
-    reads) into ``model`` and load their weights strictly. Returns ``model``."""
-    from peft import LoraConfig
-
-    config = LoraConfig.from_pretrained(str(directory))
-    if str(getattr(config, "peft_type", "")).upper() not in ("LORA", "PEFTTYPE.LORA"):
-        raise ValueError(f"{directory / ADAPTER_CONFIG}: peft_type {config.peft_type}, not LORA")
+    reads) into ``model`` and load their weights strictly, after :func:`check_adapter_dir`. Returns
+    ``model``; a problem is a ``ModelLoadError`` naming the file."""
+    config = check_adapter_dir(directory, model)
+    weights = read_adapter_weights(directory)
     config.inference_mode = False
-    _inject(config, model)
-    load_adapter_state_dict(model, read_adapter_weights(directory))
+    try:
+        _inject(config, model)
+        load_adapter_state_dict(model, weights)
+    except ValueError as exc:  # what the checks leave to loading (per-module ranks, other layer kinds)
+        raise _adapter_error(
+            directory / ADAPTER_WEIGHTS,
+            f"{exc}; {ADAPTER_CONFIG} says r={config.r}, target_modules={config.target_modules}",
+        ) from None
     return model
 
 

@@ -117,3 +117,39 @@ def test_tied_embeddings_round_trip_and_stay_tied(tmp_path, tiny_lm):
     load_checkpoint(save_checkpoint(tmp_path, step=1, model=tied), other)
     assert other.lm_head.weight is other.model.embed_tokens.weight
     assert torch.equal(other.lm_head.weight, tied.lm_head.weight)
+
+
+def test_a_checkpoint_that_cannot_resume_this_run_is_a_checkpoint_error(tmp_path, tiny_lm, batch):
+    """Regression (issue 35, class 12): a missing ``rng.pt``, a damaged ``trainer_state.pt``, RNG states or
+    weights of another model raised FileNotFoundError, UnpicklingError, KeyError or RuntimeError in the
+    middle of a resume. ``check_resumable`` refuses first, naming the file; what only loading shows is a
+    ``CheckpointError`` from ``load_checkpoint``."""
+    from execrl.trainer.checkpoint import check_resumable
+    from execrl.trainer.errors import CheckpointError
+
+    config, optimizer, scheduler = _trained(tiny_lm, batch)
+    path = save_checkpoint(
+        tmp_path, step=0, model=tiny_lm, optimizer=optimizer, scheduler=scheduler, data_state={"next_step": 1}
+    )
+    check_resumable(path, tiny_lm, data_keys=("next_step",))  # the run's own checkpoint passes
+    with pytest.raises(CheckpointError, match="lacks \\['epoch'\\]"):
+        check_resumable(path, tiny_lm, data_keys=("epoch",))
+    with pytest.raises(CheckpointError, match="value_head.safetensors: missing"):
+        check_resumable(path, tiny_lm, extra_modules={"value_head": ValueHead(16)})
+    other = copy.deepcopy(tiny_lm)
+    other.lm_head = torch.nn.Linear(16, 7, bias=False)
+    with pytest.raises(CheckpointError, match="model.safetensors: not this model's weights"):
+        check_resumable(path, other)
+
+    torch.save({"python": 1}, path / "rng.pt")  # loads, but is no RNG state
+    with pytest.raises(CheckpointError, match="rng.pt: does not fit this run"):
+        load_checkpoint(path, tiny_lm, optimizer, scheduler)
+    (path / "trainer_state.pt").write_bytes(b"garbage")
+    with pytest.raises(CheckpointError, match="trainer_state.pt: damaged"):
+        check_resumable(path, tiny_lm)
+    torch.save([1, 2], path / "trainer_state.pt")
+    with pytest.raises(CheckpointError, match="trainer_state.pt: not a trainer state"):
+        check_resumable(path, tiny_lm)
+    (path / "rng.pt").unlink()
+    with pytest.raises(CheckpointError, match="rng.pt: missing"):
+        check_resumable(path, tiny_lm)
