@@ -380,6 +380,7 @@ def test_health_answers_while_tools_are_checked(server: str) -> None:
     sender = threading.Thread(target=lambda: reply.setdefault("r", _post(server, body)))
     sender.start()
     health_s = []
+    started = time.perf_counter()
     while sender.is_alive() or not health_s:
         start = time.perf_counter()
         assert _get(server, "/health")[0] == 200
@@ -387,7 +388,9 @@ def test_health_answers_while_tools_are_checked(server: str) -> None:
         time.sleep(0.01)
     sender.join()
     assert reply["r"][0] in (200, 400), reply  # 400: the declarations pass the tiny model's context
-    assert max(health_s) < 0.5, health_s
+    # blocked, /health would wait as long as the whole check; on a loaded machine the check itself slows
+    total = time.perf_counter() - started
+    assert max(health_s) < max(0.5, total / 2), (total, health_s)
 
 
 @pytest.mark.parametrize("where", ["option", "environment"])

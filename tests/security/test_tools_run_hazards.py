@@ -152,16 +152,16 @@ def test_a_bug_mid_run_still_writes_the_finished_episodes(
 ) -> None:
     import execrl.tools.remote as remote
 
-    episode = remote._episode
+    rollout = remote.run_episodes
     calls = []
 
-    def failing(*args: Any) -> Any:
+    def failing(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         if len(calls) == 2:
             raise RuntimeError("a bug in the second episode")
-        return episode(*args)
+        return rollout(*args, **kwargs)
 
-    monkeypatch.setattr(remote, "_episode", failing)
+    monkeypatch.setattr(remote, "run_episodes", failing)
     report = tmp_path / "report.json"
     with hostile_server(_scripted([])) as (url, _), pytest.raises(RuntimeError, match="a bug"):
         _run(url, report, "--limit", "3")

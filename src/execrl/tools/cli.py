@@ -126,7 +126,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     url, key, tokenizer = _checked_inputs(args)
-    endpoint = Endpoint(url, args.model, api_key=key, timeout_s=args.timeout_s, send_seed=args.seed is not None)
+    endpoint = Endpoint(
+        url, args.model, api_key=key, timeout_s=args.timeout_s, send_seed=args.seed is not None
+    )
     finished: list[Any] = []
 
     def done(e: Any) -> None:
