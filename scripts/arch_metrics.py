@@ -7,9 +7,10 @@
 Counted from the code (``ast``; each count prints the definitions it counted, so a reader can check it):
 
 * **conversation loops**: functions with a loop over turns (a ``for`` whose target or iterable names
-  something with ``turn`` in it, or a ``while`` whose body does) that calls a sampler inside it (a call
-  whose name has a ``_``-separated part ``generate``, ``complete`` or ``chat``: ``engine.generate``,
-  ``_generate_and_score``, ``endpoint.chat``). Nested functions count on their own.
+  something with ``turn`` in it, or a ``while`` whose body does or asks an environment to ``respond``)
+  that calls a sampler inside it (a call whose name has a ``_``-separated part ``generate``, ``complete``
+  or ``chat``: ``engine.generate``, ``_generate_and_score``, ``endpoint.chat``; or waits on a model
+  backend: ``backend.wait``). Nested functions count on their own.
 * **episode types**: dataclasses whose class name ends in ``Episode``.
 * **train-batch builders**: functions that call the ``TrainBatch(...)`` constructor themselves (its own
   methods and ``execrl.bench``, where a peer's side builds one to compare, left out).
@@ -124,7 +125,15 @@ def _about_turns(loop: ast.AST) -> bool:
         named = _names(loop.target) | _names(loop.iter)
     else:
         named = _names(loop)
-    return any("turn" in name.lower() for name in named)
+    return any("turn" in name.lower() or name == "respond" for name in named)
+
+
+def _sampler(call: ast.Call) -> str | None:
+    name = call_name(call)
+    last = name.split(".")[-1]
+    if SAMPLER_PARTS & set(last.split("_")) or name.endswith("backend.wait"):
+        return last
+    return None
 
 
 def conversation_loops(modules: list[SourceModule]) -> list[str]:
@@ -135,9 +144,7 @@ def conversation_loops(modules: list[SourceModule]) -> list[str]:
                 if not isinstance(loop, ast.For | ast.AsyncFor | ast.While) or not _about_turns(loop):
                     continue
                 samplers = {
-                    call_name(c).split(".")[-1]
-                    for c in ast.walk(loop)
-                    if isinstance(c, ast.Call) and SAMPLER_PARTS & set(call_name(c).split(".")[-1].split("_"))
+                    found for c in ast.walk(loop) if isinstance(c, ast.Call) and (found := _sampler(c))
                 }
                 if samplers:
                     out.append(f"{_where(module, name, func)}: samples with {', '.join(sorted(samplers))}")
