@@ -34,6 +34,13 @@ from scripted_engine import ScriptedEngine  # noqa: E402
 pytestmark = pytest.mark.slow
 TEMPLATES = ("--session-templates", "--session-max-sessions", "16")
 MEASURED = ("session_memory_mb", "tool_time_s")  # the session's peak memory, the tools' wall clock
+MEASURED_METRICS = (
+    "perf/",
+    "time_s",
+    "tools/time_share",
+    "tools/session_memory_mb_max",
+    "sandbox/cpu_time_s",
+)
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +165,38 @@ def test_a_replica_without_templates_is_named_before_a_run(replicas: tuple[str, 
         ):
             build_sandbox(config, sessions=4)
         assert isinstance(build_sandbox(config), ServiceClient)  # a run without tool episodes needs none
+
+
+def test_tool_recipe_on_replicas_equals_the_in_process_run(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``execrl train tools.enabled=true 'sandbox.urls=[...]'`` (refused before issue 36): two steps on the
+    toy tool domain, every metric equal to the in-process run's step for step but the timings and the
+    sessions' peak memory. The tiny random model writes no well-formed call, so this drives the template
+    opens with their setup cells, the forks, stats and closes over HTTP; cells are compared above."""
+    import toy_tools
+    from test_train_cli import _env, _run_dir
+
+    from execrl.tasks import save_tasks
+
+    tasks = tmp_path / "toytool.jsonl"
+    save_tasks(toy_tools.toy_tool_tasks(8, "train"), str(tasks))
+
+    def train(out: Path, *extra: str) -> list[dict[str, float]]:
+        args = [
+            f"model.path={tiny_model_dir}", f'tasks.suites={{"{tasks}"=1.0}}', f"run.output_dir={out}",
+            "run.name=toy", "rollout.prompts_per_step=2", "rollout.samples_per_prompt=2", "rollout.top_k=16",
+            "optim.learning_rate=1e-2", "telemetry.tensorboard=false", "eval.enabled=false", "run.total_steps=2",
+            "checkpoint.every_steps=1000", "tools.enabled=true",
+            *(f"tools.{k}={v}" for k, v in toy_tools.TOOL_LIMITS.items()), *extra,
+        ]  # fmt: skip
+        done = subprocess.run([sys.executable, "-m", "execrl.cli", "train", "--no-progress", *args], env=_env(),
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        lines = (_run_dir(out) / "metrics.jsonl").read_text().splitlines()
+        rows = [json.loads(line) for line in lines if "reward/mean" in line]
+        return [{k: v for k, v in row.items() if not k.startswith(MEASURED_METRICS)} for row in rows]
+
+    local = train(tmp_path / "local", "sandbox.workers=2")
+    with running_server(*TEMPLATES) as a, running_server(*TEMPLATES) as b:
+        remote = train(tmp_path / "remote", f"sandbox.urls={json.dumps([a, b])}")
+    assert [row["step"] for row in remote] == [0, 1]
+    assert remote == local

@@ -37,14 +37,14 @@ Answer = tuple[int, Any]  # status, JSON body (or bytes sent as they are)
 class Replica:
     """A fake replica: correct answers unless a test replaces one; every call recorded."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "") -> None:
         self.calls: list[tuple[str, str, Any]] = []
         self.open: Callable[[Any], Answer] = lambda body: (200, {
-            "session_id": "t", "kind": "template", "limits": {},
+            "session_id": f"{name}t", "kind": "template", "limits": {},
             "setup": [{**GOOD_CELL, "index": i + 1} for i in range(len(body.get("setup", [])))],
         })  # fmt: skip
         self.fork: Callable[[Any], Answer] = lambda body: (200, {
-            "sessions": [{"session_id": f"f{len(self.calls)}-{i}", "kind": "fork"} for i in range(body["n"])]
+            "sessions": [{"session_id": f"{name}f{len(self.calls)}-{i}", "kind": "fork"} for i in range(body["n"])]
         })  # fmt: skip
         self.cell: Callable[[Any], Answer] = lambda body: (200, GOOD_CELL)
         self.stats: Callable[[Any], Answer] = lambda body: (200, STATS)
@@ -122,20 +122,23 @@ def test_a_malformed_or_missing_cell_answer_is_a_counted_sandbox_error(answer: A
 
 
 def test_a_good_answer_is_the_in_process_type_and_the_session_is_sticky() -> None:
-    a, b = Replica(), Replica()
+    a, b = Replica("a"), Replica("b")
     with serving(a.app()) as url_a, serving(b.app()) as url_b:
         client = _client(url_a, url_b)
         first = client.open_template(setup=["n = 7"], limits=SessionLimits(cell_timeout_s=5))
         second = client.open_template()
         forks = first.fork(2) + second.fork(2)
-        results = [fork.run("n * 6") for fork in forks]
+        results = [fork.run("n * 6") for fork in forks for _ in range(3)]
         peak = forks[0].stats().peak_memory_mb
-    assert results == [cell_from_dict(GOOD_CELL)] * 4 and peak == 3.5
+        client.close()
+    assert results == [cell_from_dict(GOOD_CELL)] * 12 and peak == 3.5
     opened = [body for replica in (a, b) for m, path, body in replica.calls if path == "/v1/sessions"]
     assert sorted(len(body["setup"]) for body in opened) == [0, 1]  # one template on each replica
     assert {"cell_timeout_s": 5.0} in [body["limits"] for body in opened]  # only what differs from defaults
-    for replica in (a, b):  # each replica got its own template's forks and cells, nothing of the other's
-        assert len(replica.paths("POST")) == 1 + 1 + 2
+    # each replica got its own template's forks, their cells and closes, and nothing of the other's
+    for name, replica in (("a", a), ("b", b)):
+        assert all(p == "/v1/sessions" or p.startswith(f"/v1/sessions/{name}") for _, p, _ in replica.calls)
+    assert len(a.calls) + len(b.calls) == 2 + 2 + 12 + 1 + 6  # opens, forks, cells, a stats read, closes
 
 
 def test_open_is_retried_on_another_replica_after_503_or_429() -> None:
@@ -182,7 +185,7 @@ def test_a_failed_setup_cell_raises_and_closes_the_template() -> None:
     failing = pytest.raises(SessionError, match="setup cell 1 failed: runtime_error: NameError")
     with serving(replica.app()) as url, failing:
         _client(url).open_template(setup=["nope"])
-    assert replica.paths("DELETE") == ["/v1/sessions/t"]
+    assert replica.paths("DELETE") == ["/v1/sessions/t"]  # the failed template closed
 
 
 def test_fork_refusals_raise_as_in_process() -> None:
