@@ -29,9 +29,11 @@ def running_server(*extra_args: str) -> Iterator[str]:
     if "listening on" not in line:
         process.kill()
         pytest.fail(f"server did not start: {line!r} {process.communicate()[1]}")
-    yield line.split("listening on ", 1)[1].strip()
-    process.send_signal(signal.SIGTERM)
-    process.communicate(timeout=30)  # also closes the pipes
+    try:
+        yield line.split("listening on ", 1)[1].strip()
+    finally:  # a failing test must not leave its server running
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)  # also closes the pipes
     assert process.returncode == 0
 
 

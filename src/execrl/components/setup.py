@@ -214,7 +214,8 @@ def spread(tasks: list[Task], count: int) -> list[Task]:
 def build_sandbox(config: TrainConfig, *, sessions: int = 0) -> Sandbox | ServiceClient:
     """The in-process sandbox, or with ``sandbox.urls`` a client spreading requests over those replicas.
     ``sessions``: how many sessions a step holds at once (the tool recipe's templates and forks); the
-    sandbox's ``max_sessions`` is raised to it (capped at 1024) instead of keeping its default."""
+    sandbox's ``max_sessions`` is raised to it (capped at 1024) instead of keeping its default; with
+    ``sandbox.urls`` each replica must serve session templates (``ServiceClient.sessions_problem``)."""
     from execrl.sandbox import Sandbox, SandboxConfig
 
     section = config.sandbox
@@ -225,7 +226,11 @@ def build_sandbox(config: TrainConfig, *, sessions: int = 0) -> Sandbox | Servic
             ClientConfig, section, backoff_s=section.retry_backoff_s,
             backoff_max_s=max(2.0, section.retry_backoff_s), defaults=("request_timeout_s",),
         )  # fmt: skip
-        return ServiceClient(client)
+        service = ServiceClient(client)
+        problem = service.sessions_problem() if sessions else None  # before any step, not a 403 in one
+        if problem:
+            raise ConfigError(f"sandbox.urls: {problem}")
+        return service
     if sessions:
         kept = tuple(name for name in SANDBOX_DEFAULTS if name != "max_sessions")
         return Sandbox(

@@ -35,7 +35,7 @@ class SandboxSection(Section):
     memory_mb: int = Field(256, ge=16, le=65536, description="the sandbox's own bounds (sandbox.Limits)")
     urls: list[str] = Field(
         default_factory=list,
-        description="sandbox service replicas (execrl sandbox serve); set: rewards run there, not in-process",
+        description="sandbox service replicas (execrl sandbox serve); set: rewards and tool sessions run there",
     )
     max_in_flight_per_replica: int = Field(8, ge=1, description="with urls: back-pressure per replica")
     max_attempts: int = Field(4, ge=1, description="with urls: attempts of a safe-to-retry failure")

@@ -89,11 +89,6 @@ class TrainConfig(Section):
         tools, refine = self.tools, self.refine
         if tools.enabled and refine.multi_turn:
             raise ValueError("tools.enabled=true and refine.max_turns > 1 are two environments; choose one")
-        if tools.enabled and self.sandbox.urls:
-            raise ValueError(
-                "tools.enabled=true with sandbox.urls: tool episodes need session templates on the service, "
-                "which the service client does not open yet; leave sandbox.urls empty"
-            )
         if not tools.enabled:
             unused = [f"tools.{key}={getattr(tools, key)!r}" for key, field in ToolsSection.model_fields.items()
                       if key != "enabled" and getattr(tools, key) != field.default]  # fmt: skip

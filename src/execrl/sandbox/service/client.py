@@ -25,6 +25,11 @@ Back-pressure: at most ``max_in_flight_per_replica`` requests per replica; furth
 this process (so a batch of 10 000 never opens 10 000 connections). The counters in ``stats()``
 (attempts, retries, gave-up, per-replica sends) are what telemetry logs as ``sandbox/client_*``.
 
+Sessions (tool episodes): ``open_template`` opens a template on one replica, its forks stay there; the
+replicas must serve templates (``execrl sandbox serve --session-templates``), which ``sessions_problem``
+checks before a run (``client_sessions.py`` has the retry policy of session calls and what a lost
+replica's sessions answer).
+
 Limits: a replica's results are trusted as far as their JSON shape (the service is ours); the
 candidate's output inside them is data, as always. No TLS client certificates, no authentication
 headers: put the service behind a proxy that adds them.
@@ -35,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -43,7 +48,9 @@ import aiohttp
 
 from execrl.retry import backoff_delay
 from execrl.sandbox.errors import InvalidRequestError
+from execrl.sandbox.service.client_sessions import RemoteTemplate, SessionPool
 from execrl.sandbox.service.serialize import request_to_dict, result_from_dict
+from execrl.sandbox.sessions.types import SessionLimits
 from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Verdict, ellipsize
 
 __all__ = ["ClientConfig", "ClientStats", "ServiceClient", "check_url"]
@@ -95,6 +102,9 @@ class ClientStats:
     retries: int  # attempts beyond each request's first
     gave_up: int  # requests that became SANDBOX_ERROR because of the service, not the program
     sent_per_replica: tuple[int, ...]  # attempts per url, in ``ClientConfig.urls`` order
+    session_calls: int = 0  # HTTP calls of sessions (open, fork, cell, stats, close), retries included
+    session_retries: int = 0  # session calls beyond each one's first
+    session_errors: int = 0  # opens, forks, cells and stats answered as sandbox errors because of the service
 
 
 class _Retryable(Exception):
@@ -121,6 +131,7 @@ class ServiceClient:
         self._counts = {"requests": 0, "attempts": 0, "retries": 0, "gave_up": 0}
         self._sent = [0] * len(config.urls)
         self._turn = 0
+        self._sessions = SessionPool(config)
 
     # -- sync twins: one event loop per call (the training loop is synchronous) -------------------------
     def run(self, request: ExecutionRequest) -> ExecutionResult:
@@ -151,7 +162,23 @@ class ServiceClient:
                 self._sent[index] += replica.sent
 
     def stats(self) -> ClientStats:
-        return ClientStats(**self._counts, sent_per_replica=tuple(self._sent))
+        return ClientStats(**self._counts, sent_per_replica=tuple(self._sent), **self._sessions.wire.counts)
+
+    # -- sessions: the in-process Sandbox's names, so the tool environment runs on either -----------------
+    def open_template(
+        self, *, setup: Sequence[str] = (), runtime: str | None = None, limits: SessionLimits | None = None,
+        files: Mapping[str, str | bytes] | None = None,
+    ) -> RemoteTemplate:  # fmt: skip
+        """A forkable session on one replica (``Sandbox.open_template``'s contract: ``setup`` runs first, a
+        setup cell that fails raises ``SessionError``); it and its forks stay on that replica."""
+        return self._sessions.open_template(setup=setup, runtime=runtime, limits=limits, files=files)
+
+    def sessions_problem(self) -> str | None:
+        """Why tool episodes cannot run on these replicas (one line), or ``None``: each must answer and
+        serve templates. Probed by opening and closing an empty template on each, before a run starts,
+        so a replica without ``--session-templates`` is named then, not by a 403 in the middle of a step."""
+        problems = (self._sessions.template_problem(url) for url in self.config.urls)
+        return next((p for p in problems if p is not None), None)
 
     # -- one request: pick, send, retry what is safe ------------------------------------------------------
     def _pick(self, replicas: list[_Replica], avoid: _Replica | None) -> _Replica:
@@ -215,9 +242,10 @@ class ServiceClient:
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise _Unsafe(f"{url}: unreadable result ({type(exc).__name__}: {exc})") from None
 
-    # -- lifetime: nothing is held between calls, the context manager is for symmetry with Sandbox ------
+    # -- lifetime: only sessions are held between calls ---------------------------------------------------
     def close(self) -> None:
-        """Nothing to release (sessions live for one batch); present so the recipe treats both alike."""
+        """Close the sessions still open (as ``Sandbox.close`` kills them); executions hold nothing."""
+        self._sessions.close_all()
 
     def __enter__(self) -> ServiceClient:
         return self
