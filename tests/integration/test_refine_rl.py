@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from execrl.recipes.refine_rl import train
 from test_train_cli import _run_dir
 from test_train_resume_exact import assert_same_run, sigkill_then_resume
 from toy_domain import toy_overrides
@@ -18,7 +19,6 @@ from toy_domain import toy_overrides
 from execrl.config import load_config
 from execrl.recipes import refine_rl
 from execrl.recipes.loop import Run, StopReason
-from execrl.recipes.refine_rl import train
 from execrl.telemetry import read_alarms, read_metrics
 
 

@@ -2,7 +2,7 @@
 
 A tiny random model never writes ``<tool_call>``, so it is first warm-started in the test (``toy_tools``:
 supervised, ~25 s) to call the ``python`` tool in about a quarter of its episodes, a third of those calls
-malformed, and to guess the digit otherwise. Then ``recipes.tools_rl.train`` (GRPO, real sandbox
+malformed, and to guess the digit otherwise. Then ``recipes.grpo.train`` with the ``tools`` environment (real sandbox
 sessions, the real judge on the hidden answers) must raise the mean reward, the share of episodes with a
 well-formed call, and lower the malformed-call rate; all three read from metrics.jsonl.
 
@@ -23,7 +23,7 @@ import pytest
 import toy_tools
 
 from execrl.config import load_config
-from execrl.recipes.tools_rl import train
+from execrl.recipes.grpo import train
 
 SEED = 0
 STEPS = 16

@@ -93,13 +93,13 @@ def test_ray_rollout_worker_takes_published_adapters_only(
     """Weights go to Ray rollout workers as the adapters alone (what ``RayExecutor.publish_weights`` puts
     in the object store); the worker's replica then computes the trained policy exactly. The worker class
     is driven in this process (no Ray instance), as ``test_ray_executor`` does for its staleness test."""
+    from execrl.components.run import build_run
     from execrl.distributed.ray_workers import RolloutWorker
-    from execrl.recipes.loop import setup_run
     from execrl.trainer.lora import adapter_state_dict
 
     overrides = [*toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path), *LORA, "executor.kind=ray"]
     config = load_config(None, overrides)
-    run = setup_run(config, None)
+    run = build_run(config, None)
     with torch.no_grad():
         for name, param in run.model.named_parameters():
             if "lora_B" in name:

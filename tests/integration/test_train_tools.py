@@ -40,6 +40,13 @@ def _metrics(run_dir: Path) -> list[dict[str, float]]:
     return [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in _rows(run_dir)]
 
 
+def test_tool_settings_without_tools_are_refused_in_one_line() -> None:
+    from execrl.config import load_config
+
+    with pytest.raises(ValueError, match="tools.max_tool_calls=3: used only with tools.enabled=true"):
+        load_config(None, ["tools.max_tool_calls=3"])
+
+
 @pytest.mark.slow
 def test_tool_recipe_runs_and_resumes_bit_exact(
     tiny_model_dir: Path, tools_file: Path, tmp_path: Path
@@ -65,14 +72,6 @@ def test_tool_recipe_runs_and_resumes_bit_exact(
     assert _metrics(killed_dir) == rows
 
 
-def test_tool_settings_without_tools_are_refused_in_one_line() -> None:
-    from execrl.config import load_config
-
-    with pytest.raises(ValueError, match="tools.max_tool_calls=3: used only with tools.enabled=true"):
-        load_config(None, ["tools.max_tool_calls=3"])
-
-
-@pytest.mark.slow
 def test_tool_recipe_evaluates_base_and_trained_on_held_out_tasks(
     tiny_model_dir: Path, tools_file: Path, tmp_path: Path
 ) -> None:

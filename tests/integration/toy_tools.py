@@ -9,8 +9,8 @@ tool answers ``Out: 77...7`` and the model copies the digit. The digit is repeat
 64-wide model does not learn to copy one token out of a ~300-token context in a test's budget (measured:
 no progress in 120 steps); repeated 64 times it learns the copy in about 50.
 
-The warm start is supervised, on transcripts of the real episode machinery (``rollout_tool_episodes``
-with a scripted engine, real sandbox sessions, the real tool answers and chat-template ids), two kinds:
+The warm start is supervised, on transcripts of the real episode machinery (the ``tools`` environment in
+the one rollout loop with a scripted engine, real sandbox sessions, the real tool answers and chat-template ids), two kinds:
 *decision* transcripts, trained on every model token, whose first turn is a well-formed call, a
 malformed one (the argument ``cod``: answered with a ``bad_arguments`` error, then a guess) or a direct
 guess in the proportions ``mix``; and *copy* transcripts (well-formed calls), trained only on the final
@@ -30,8 +30,9 @@ from typing import Any
 
 import torch
 
+from execrl.episodes import Episode, LocalBackend, run_episodes
 from execrl.tasks.schema import MathSpec, SessionSpec, Task, TaskMetadata
-from execrl.tools import ToolConfig, ToolEpisode, rollout_tool_episodes
+from execrl.tools import ToolConfig, ToolEnvironment
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))  # scripted_engine.py
 from scripted_engine import ScriptedEngine  # noqa: E402
@@ -77,17 +78,18 @@ def _script(rng: random.Random, mix: Sequence[float]) -> Any:
 
 def transcripts(
     tokenizer: Any, tasks: Sequence[Task], sandbox: Any, *, mix: Sequence[float], seed: int, samples: int
-) -> list[ToolEpisode]:
+) -> list[Episode]:
     """``samples`` scripted episodes per task (calls drawn from ``mix``), through the real episode loop."""
     engine = ScriptedEngine(tokenizer, _script(random.Random(seed), mix))
     from execrl.rollout.types import SamplingParams
 
-    out: list[ToolEpisode] = []
+    config = ToolConfig(**TOOL_LIMITS)  # type: ignore[arg-type]
+    params = SamplingParams(samples_per_prompt=samples, max_new_tokens=config.max_turn_tokens)
+    out: list[Episode] = []
     for start in range(0, len(tasks), 8):  # 8 templates and their forks at a time (the sandbox's slots)
-        out += rollout_tool_episodes(
-            engine, tokenizer, tasks[start : start + 8], sandbox, samples_per_prompt=samples,
-            params=SamplingParams(max_new_tokens=64), config=ToolConfig(**TOOL_LIMITS),  # type: ignore[arg-type]
-        )  # fmt: skip
+        result = run_episodes(ToolEnvironment(sandbox, config), LocalBackend(engine, tokenizer),
+                              tasks[start : start + 8], params=params, max_episode_tokens=config.max_episode_tokens)  # fmt: skip
+        out += result.episodes
     return out
 
 
@@ -120,14 +122,16 @@ def _loss(model: Any, rows: Sequence[tuple[list[int], list[bool]]], pad: int) ->
 
 
 def warm_start(
-    model: Any, decision: Sequence[ToolEpisode], copies: Sequence[ToolEpisode], *, steps: int,
+    model: Any, decision: Sequence[Episode], copies: Sequence[Episode], *, steps: int,
     learning_rate: float, rows_per_step: int, seed: int, pad: int,
 ) -> list[float]:  # fmt: skip
     """AdamW on loss(decision transcripts, all model tokens) + loss(copy transcripts, final answer only);
     returns the loss per step."""
-    examples = [(e.token_ids, e.model_mask) for e in decision]
+    examples = [(list(e.token_ids), list(e.loss_mask)) for e in decision]
     answers = [
-        (e.token_ids, _final_turn(e.model_mask)) for e in copies if e.tool_calls and not e.parse_errors
+        (list(e.token_ids), _final_turn(e.loss_mask))
+        for e in copies
+        if e.info.get("tool_calls") and not e.info.get("parse_errors")
     ]
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
     rng, losses = random.Random(seed), []

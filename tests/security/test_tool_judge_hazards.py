@@ -14,12 +14,13 @@ import json
 import sys
 from pathlib import Path
 
+from execrl.episodes import LocalBackend, run_episodes
 from execrl.rollout.models import default_tokenizer
 from execrl.rollout.types import SamplingParams
 from execrl.sandbox import Sandbox
 from execrl.sandbox.types import CodeTest
 from execrl.tasks.schema import CodeSpec, Task, TaskMetadata
-from execrl.tools import ToolConfig, rollout_tool_episodes
+from execrl.tools import ToolConfig, ToolEnvironment
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))  # scripted_engine.py
 from scripted_engine import ScriptedEngine  # noqa: E402
@@ -95,14 +96,16 @@ def _script(turn: int, context: str) -> str:
 def test_what_the_episode_plants_never_reaches_its_judge(sandbox: Sandbox) -> None:
     tokenizer = default_tokenizer()
     engine = ScriptedEngine(tokenizer, _script)
-    cheat, honest = rollout_tool_episodes(
-        engine, tokenizer, [_task("cheat"), _task("honest")], sandbox, samples_per_prompt=1,
-        params=SamplingParams(max_new_tokens=64), config=ToolConfig(max_turn_tokens=2048, max_episode_tokens=4096, max_tool_output_tokens=512),
-    )  # fmt: skip
+    config = ToolConfig(max_turn_tokens=2048, max_episode_tokens=4096, max_tool_output_tokens=512)
+    cheat, honest = run_episodes(
+        ToolEnvironment(sandbox, config), LocalBackend(engine, tokenizer), [_task("cheat"), _task("honest")],
+        params=SamplingParams(samples_per_prompt=1, max_new_tokens=config.max_turn_tokens),
+        max_episode_tokens=config.max_episode_tokens,
+    ).episodes  # fmt: skip
     for e in (cheat, honest):
         [answer] = [m["content"] for m in e.messages if m["role"] == "tool"]
         assert "found []" in answer, answer  # the hidden test is nowhere the session can read
         assert "planted ['answer'," in answer  # the plant worked in the session: only the jail stops it
-        assert e.tool_calls == 1 and e.parse_errors == 0
+        assert e.info["tool_calls"] == 1 and e.info["parse_errors"] == 0
     assert (cheat.passed, cheat.reward) == (False, 0.0)
     assert (honest.passed, honest.reward) == (True, 1.0)

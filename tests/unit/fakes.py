@@ -1,10 +1,11 @@
-"""Small scored rollouts for the unit tests of group sampling (``components``) and train batches
-(``recipes``): a hand-made ``RolloutBatch``, scores and tasks, no model."""
+"""Small scored rollouts and episodes for the unit tests of the rollout loop, group sampling and train
+batches: a hand-made ``RolloutBatch`` (what an engine returns), ``Episode`` objects, scores and tasks, no model."""
 
 from __future__ import annotations
 
 import torch
 
+from execrl.episodes import Episode, Turn, Verdict
 from execrl.rewards import Score
 from execrl.rollout.types import RolloutBatch, RolloutStats
 from execrl.tasks.schema import MathSpec, Task, TaskMetadata
@@ -53,3 +54,19 @@ def _score(reward: float, valid: bool = True) -> Score:
 
 def _task(i: int) -> Task:
     return Task(id=f"t/{i}", domain="math", prompt="p", spec=MathSpec("1"), metadata=TaskMetadata("f"))
+
+
+def _episode(
+    task_index: int, prompt: list[int], completion: list[int], reward: float, *, valid: bool = True
+) -> Episode:
+    """A one-turn episode: ``prompt`` then the model's ``completion`` (log-probs -0.5, -1.0, ...)."""
+    ids = (*prompt, *completion)
+    logp = tuple(0.0 for _ in prompt) + tuple(-0.5 * (k + 1) for k in range(len(completion)))
+    turns = (Turn(len(prompt), len(ids), "stop"),)
+    verdict = Verdict(
+        reward, valid, valid and reward == 1.0, "passed" if valid else "sandbox_error", _score(reward, valid)
+    )
+    return Episode(
+        task_index, f"t/{task_index}", 0, ids, (False,) * len(prompt) + (True,) * len(completion), logp, logp,
+        len(prompt), turns, (), "", "answer", verdict,
+    )  # fmt: skip

@@ -11,7 +11,7 @@ on long prompts, not learning, and a sandbox would only add the same time to bot
 What one step is on each side:
 
 - execrl: ``HFEngine`` group sampling (the prompt is prefilled once for the group), GRPO advantages,
-  ``to_train_batch`` and ``policy_update`` (old log-probs from the engine; the prompt runs through the trunk
+  ``episodes_to_batch`` and ``policy_update`` (old log-probs from the engine; the prompt runs through the trunk
   once per micro-batch, ``execrl.trainer.prefix``; activation checkpointing with ``--execrl-checkpointing``,
   default on; log-probs and entropy chunked over the sequence).
 - TRL at its best memory settings on this machine: ``GRPOTrainer`` with ``gradient_checkpointing`` (HF
@@ -36,10 +36,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from execrl.bench._report import write_report
+from execrl.episodes.single import first_messages
+from execrl.episodes.types import Prompt, Response, Verdict
+from execrl.tasks.schema import Task
 
 __all__ = ["add_arguments", "run"]
 
@@ -105,22 +110,55 @@ def _peak_rss_mb_self() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+@dataclass(frozen=True)
+class SyntheticReward:
+    """The benchmark's environment: one turn, judged by ``synthetic_reward`` (no sandbox in the timing)."""
+
+    name: str = "synthetic"
+
+    def start(self, tasks: Sequence[Task], samples_per_task: int, backend: Any) -> _SyntheticLive:
+        return _SyntheticLive(list(tasks))
+
+    def metrics(self, episodes: Sequence[Any], *, step_s: float = 0.0) -> dict[str, float]:
+        return {}
+
+
+@dataclass
+class _SyntheticLive:
+    tasks: list[Task]
+    max_turns: int = 1
+
+    def prompt(self, task_index: int) -> Prompt:
+        return Prompt(first_messages(self.tasks[task_index]))
+
+    def respond(self, turns: Sequence[Any]) -> list[Response]:
+        return [Response(done=True) for _ in turns]
+
+    def judge(self, finals: Sequence[Any]) -> list[Verdict]:
+        return [Verdict(r, True, False, "synthetic") for r in synthetic_reward([f.text for f in finals])]
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def report(self) -> dict[int, dict[str, Any]]:
+        return {}
+
+
 def _execrl_side(job: dict[str, Any]) -> dict[str, Any]:
     """execrl's GRPO step (see module doc), ``steps`` + 1 times; returns times and metrics."""
     import dataclasses
 
-    import torch
-
     from execrl.bench._trl_side import execrl_trainer_config
-    from execrl.recipes.batch import to_train_batch
+    from execrl.episodes import LocalBackend, episodes_to_batch, group_index, reward_tensors, run_episodes
     from execrl.rollout import SamplingParams, load_model_and_tokenizer
     from execrl.rollout.engine import create_engine
-    from execrl.rollout.prompts import encode_prompts
+    from execrl.tasks.schema import MathSpec, TaskMetadata
     from execrl.trainer import build_optimizer, compute_advantages, policy_update
 
     model, tokenizer = load_model_and_tokenizer(job["model_dir"])
-    prompts = encode_prompts(tokenizer, [long_prompt(tokenizer, job["length"])])
-    engine = create_engine("hf", model=model, tokenizer=tokenizer)
+    task = Task(id="long/0", domain="math", prompt=long_prompt(tokenizer, job["length"]), spec=MathSpec("0"),
+                metadata=TaskMetadata("long"))  # fmt: skip
+    backend = LocalBackend(create_engine("hf", model=model, tokenizer=tokenizer), tokenizer)
     config = dataclasses.replace(
         execrl_trainer_config(
             "dapo", learning_rate=job["learning_rate"], max_new_tokens=job["max_new_tokens"]
@@ -129,27 +167,29 @@ def _execrl_side(job: dict[str, Any]) -> dict[str, Any]:
     )
     optimizer = build_optimizer(model, config)
     times, rollout_times, tokens, padding = [], [], [], []
+    prompt_tokens = 0
     for step in range(job["steps"] + 1):
         started = time.perf_counter()
         params = SamplingParams(
             samples_per_prompt=job["samples"], max_new_tokens=job["max_new_tokens"], temperature=1.0,
             top_k=0, top_p=1.0, seed=job["seed"] + step,
         )  # fmt: skip
-        rollout = engine.generate(prompts, params)
+        episodes = run_episodes(SyntheticReward(), backend, [task], params=params).episodes
         rollout_times.append(time.perf_counter() - started)  # the rest of the step is the update
-        rewards = torch.tensor(synthetic_reward(list(rollout.texts)), dtype=torch.float64)  # [N]
-        valid = torch.ones_like(rewards, dtype=torch.bool)
+        rewards, valid = reward_tensors(episodes)  # [N] each
         advantages = compute_advantages(
-            "grpo", rewards, group_ids=rollout.group_index, valid=valid, eps=config.advantage_std_eps
+            "grpo", rewards, group_ids=group_index(episodes), valid=valid, eps=config.advantage_std_eps
         )
-        batch = to_train_batch(rollout, advantages, valid, old_logprobs_from_rollout=True)
+        batch = episodes_to_batch(episodes, advantages, valid, pad_token_id=backend.pad_token_id,
+                                  old_logprobs_from_rollout=True)  # fmt: skip
         metrics = policy_update(model, optimizer, None, batch, config)
         times.append(time.perf_counter() - started)
-        tokens.append(int(rollout.stats.generated_tokens))
+        tokens.append(sum(e.model_tokens for e in episodes))
         padding.append(metrics["train/padding_share"])
+        prompt_tokens = episodes[0].prompt_tokens
         print(f"[bench long-context] execrl {job['length']} step {step}: {times[-1]:.1f} s", file=sys.stderr)
     return {"step_times_s": times, "rollout_times_s": rollout_times, "generated_tokens": tokens,
-            "padding_share": padding, "prompt_tokens": len(prompts[0])}  # fmt: skip
+            "padding_share": padding, "prompt_tokens": prompt_tokens}  # fmt: skip
 
 
 def _trl_side(job: dict[str, Any]) -> dict[str, Any]:

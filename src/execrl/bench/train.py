@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from execrl.bench._trl_side import CapturedBatch, LossCheck
-    from execrl.recipes.loop import Run
+    from execrl.components.run import Run
     from execrl.rewards import RewardConfig, Score
     from execrl.rollout import Engine, RolloutBatch, SamplingParams
     from execrl.sandbox import Sandbox
@@ -176,21 +176,21 @@ def run_execrl(
 ) -> SideTiming:
     """``recipes/grpo.py``'s ``train_step`` (rollout, sandbox scoring, advantages, update, metrics),
     ``--steps`` + 1 times, on a run holding the benchmark's model, tasks and trainer config."""
-    from execrl.components.sampling import GroupSampler
+    from execrl.components.sampling import StepSampler
     from execrl.distributed import InProcessExecutor
+    from execrl.episodes import LocalBackend, SingleTurn
     from execrl.recipes.grpo import train_step
 
     with tempfile.TemporaryDirectory(prefix="execrl-bench-train-") as run_dir:
         run = _bench_run(model, tokenizer, reward, config, args, Path(run_dir))
         engine = _CountingEngine(run.engine)
-        sampler = GroupSampler(
-            engine, tokenizer, reward.sandbox, reward.config, _sampling(args), seed=args.seed
-        )
+        environment = SingleTurn(reward.sandbox, reward.config)
+        sampler = StepSampler(environment, LocalBackend(engine, tokenizer), _sampling(args), seed=args.seed)
         executor = InProcessExecutor(sampler)
         times: list[float] = []
         for step in range(args.steps + 1):
             start = time.perf_counter()
-            train_step(run, step, executor=executor)
+            train_step(run, step, executor=executor, environment=environment)
             times.append(time.perf_counter() - start)
             _progress("execrl", step, times[-1], engine.generated[-1])
     return SideTiming(step_times_s=tuple(times), generated_tokens=tuple(engine.generated), warmup_steps=1)
@@ -216,13 +216,12 @@ def _bench_run(
     args: argparse.Namespace,
     run_dir: Path,
 ) -> Run:
-    """The ``Run`` the recipe's step reads: the benchmark's model and trainer config, a static scheduler over
-    its tasks (each step draws all of them, as TRL's side trains on all of them), no reward audit."""
-    from execrl.components.setup import sampling_engine
+    """The ``Run`` the recipe's step reads, from ``build_run`` with the benchmark's model, trainer config and
+    a static scheduler over its tasks (each step draws all of them, as TRL's side trains on all of them),
+    no reward audit."""
+    from execrl.components.run import RunOverrides, build_run
     from execrl.config import validate_config
-    from execrl.recipes.loop import Run, length_curriculum
     from execrl.scheduler import StaticScheduler
-    from execrl.trainer import build_optimizer, build_scheduler
 
     run_config = validate_config(
         {
@@ -232,23 +231,13 @@ def _bench_run(
             "audit": {"enabled": False},
         }
     )  # fmt: skip
-    optimizer = build_optimizer(model, config)
-    return Run(
-        config=run_config,
-        run_dir=run_dir,
-        model=model,
-        tokenizer=tokenizer,
-        tcfg=config,
-        ref_model=None,
-        value_head=None,
-        optimizer=optimizer,
-        lr_scheduler=build_scheduler(optimizer, config),
-        tasks=StaticScheduler({"functions": list(reward.tasks)}, {"functions": 1.0}, seed=args.seed),
-        engine=sampling_engine("hf", model=model, tokenizer=tokenizer, fold_adapters=True),  # as a run does
-        start_step=0,
-        old_logprobs_from_rollout=args.old_logprobs == "rollout",
-        length=length_curriculum(run_config),
+    tasks = StaticScheduler({"functions": list(reward.tasks)}, {"functions": 1.0}, seed=args.seed)
+    overrides = RunOverrides(
+        model=model, tokenizer=tokenizer, trainer_config=config, tasks=tasks, run_dir=run_dir
     )
+    run = build_run(run_config, overrides=overrides)
+    run.old_logprobs_from_rollout = args.old_logprobs == "rollout"
+    return run
 
 
 @dataclass

@@ -159,7 +159,10 @@ def task_scheduler(
 
 
 def _prompt_stages(
-    config: TrainConfig, suites: dict[str, list[Task]], model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
+    config: TrainConfig,
+    suites: dict[str, list[Task]],
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
 ) -> tuple[PromptStage[Task], ...]:
     """The prompt-length cap's stages (and the model's context bound), for the one-turn environment; the
     multi-turn environments render their prompts with tool blocks or feedback and get none (the config
@@ -178,7 +181,8 @@ def build_run(
     overrides: RunOverrides = RunOverrides(),
 ) -> Run:
     """The run of ``config`` (module docstring); ``resume_dir``: restore its newest checkpoint."""
-    from execrl.trainer import build_optimizer, build_scheduler as build_lr_scheduler
+    from execrl.trainer import build_optimizer
+    from execrl.trainer import build_scheduler as build_lr_scheduler
 
     setup.seed_everything(config.run.seed)
     setup.register_extra_verifiers(config)

@@ -55,7 +55,9 @@ class StepSampler:
         """Streaming: each group's own seed (so it is its own engine call); else one seed per turn."""
         if not self.stream:
             return None
-        return lambda task, turn: stream_seed(self.seed, "rollout", step, round_, task) + TURN_SEED_STRIDE * turn
+        return lambda task, turn: (
+            stream_seed(self.seed, "rollout", step, round_, task) + TURN_SEED_STRIDE * turn
+        )
 
     def __call__(self, step: int, tasks: list[Task], round_: int) -> RolloutResult:
         return run_episodes(

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from execrl.components.sampling import StepSampler
     from execrl.episodes import Environment, LocalBackend
     from execrl.rewards.batch import SyncRunner
-
     from execrl.rollout.engine import Engine
     from execrl.rollout.types import SamplingParams
     from execrl.sandbox import Sandbox

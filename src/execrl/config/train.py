@@ -86,6 +86,11 @@ class TrainConfig(Section):
         tools, refine = self.tools, self.refine
         if tools.enabled and refine.multi_turn:
             raise ValueError("tools.enabled=true and refine.max_turns > 1 are two environments; choose one")
+        if tools.enabled and self.sandbox.urls:
+            raise ValueError(
+                "tools.enabled=true with sandbox.urls: tool episodes need session templates on the service, "
+                "which the service client does not open yet; leave sandbox.urls empty"
+            )
         if not tools.enabled:
             unused = [f"tools.{key}={getattr(tools, key)!r}" for key, field in ToolsSection.model_fields.items()
                       if key != "enabled" and getattr(tools, key) != field.default]  # fmt: skip
@@ -101,7 +106,9 @@ class TrainConfig(Section):
                     f"{', '.join(unused)}: used only by multi-turn refine RL; set refine.max_turns >= 2 "
                     "or remove them"
                 )
-        if (tools.enabled or refine.multi_turn) and (self.rollout.max_prompt_tokens or self.rollout.max_prompt_tokens_stages):
+        if (tools.enabled or refine.multi_turn) and (
+            self.rollout.max_prompt_tokens or self.rollout.max_prompt_tokens_stages
+        ):
             raise ValueError(
                 "the prompt-length cap (rollout.max_prompt_tokens, max_prompt_tokens_stages) measures one-turn "
                 "prompts; a multi-turn environment's first prompt carries its own tool block or grows with "

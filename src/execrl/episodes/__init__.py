@@ -23,22 +23,40 @@ Modules, and the path of one rollout call through them:
 
 from __future__ import annotations
 
-from execrl.episodes.backend import Backend, LocalBackend
-from execrl.episodes.batch import episodes_to_batch, group_index, reward_tensors
-from execrl.episodes.environment import (
-    Environment,
-    Final,
-    LiveEnvironment,
-    environment_class,
-    list_environments,
-    register_environment,
-)
-from execrl.episodes.groups import StepEpisodes, outcomes_of, sample_groups
-from execrl.episodes.loop import RolloutResult, run_episodes, turn_seeds
-from execrl.episodes.metrics import episode_metrics, truncation_rate
-from execrl.episodes.single import SingleTurn
-from execrl.episodes.types import Episode, Prompt, Response, Turn, TurnView, Verdict
+import importlib
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:  # the names below, for type checkers; at run time they load on first use
+    from execrl.episodes.backend import Backend, LocalBackend
+    from execrl.episodes.batch import episodes_to_batch, group_index, reward_tensors
+    from execrl.episodes.environment import (
+        Environment,
+        Final,
+        LiveEnvironment,
+        environment_class,
+        list_environments,
+        register_environment,
+    )
+    from execrl.episodes.groups import StepEpisodes, outcomes_of, sample_groups
+    from execrl.episodes.loop import RolloutResult, run_episodes, turn_seeds
+    from execrl.episodes.metrics import episode_metrics, truncation_rate
+    from execrl.episodes.single import SingleTurn
+    from execrl.episodes.types import Episode, Prompt, Response, Turn, TurnView, Verdict
+
+# Lazy: ``types.py`` and ``environment.py`` import no torch, so a user environment (or a benchmark's
+# command module) can use them without loading the batch builder's torch.
+_EXPORTS = {
+    "Backend": "backend", "LocalBackend": "backend",
+    "episodes_to_batch": "batch", "group_index": "batch", "reward_tensors": "batch",
+    "Environment": "environment", "Final": "environment", "LiveEnvironment": "environment",
+    "environment_class": "environment", "list_environments": "environment", "register_environment": "environment",
+    "StepEpisodes": "groups", "outcomes_of": "groups", "sample_groups": "groups",
+    "RolloutResult": "loop", "run_episodes": "loop", "turn_seeds": "loop",
+    "episode_metrics": "metrics", "truncation_rate": "metrics",
+    "SingleTurn": "single",
+    "Episode": "types", "Prompt": "types", "Response": "types", "Turn": "types", "TurnView": "types",
+    "Verdict": "types",
+}  # fmt: skip
 __all__ = [
     "Backend",
     "Environment",
@@ -67,3 +85,16 @@ __all__ = [
     "truncation_rate",
     "turn_seeds",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'execrl.episodes' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"execrl.episodes.{module_name}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -20,6 +20,7 @@ batching across episodes instead of lock-step.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import wait as wait_futures
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     from execrl.rollout.types import RolloutBatch
 
 __all__ = ["Backend", "LocalBackend", "completions_of"]
+
+log = logging.getLogger("execrl.episodes")
 
 
 class Backend(Protocol):
@@ -131,7 +134,12 @@ class LocalBackend:
         params = self._queued[0].params
         chosen = [r for r in self._queued if r.params == params]
         self._queued = [r for r in self._queued if r.params != params]
-        batch = self.engine.generate([list(r.context.token_ids) for r in chosen], params)
+        try:
+            batch = self.engine.generate([list(r.context.token_ids) for r in chosen], params)
+        except ValueError as exc:  # the engine refused these prompts (too long, bad ids): those episodes only
+            log.warning("the engine refused %d requests: %s", len(chosen), exc)
+            failed = Completion((), (), (), "", "error", error=f"engine: {exc}")
+            return [TurnResult(r.key, (failed,) * r.params.samples_per_prompt) for r in chosen]
         rows = completions_of(batch, self.tokenizer, [r.max_new_tokens for r in chosen])
         return [TurnResult(r.key, c) for r, c in zip(chosen, rows, strict=True)]
 

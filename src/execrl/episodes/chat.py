@@ -34,7 +34,7 @@ from typing import Any
 
 from execrl.chat_http import ChatAnswer, ChatError, ChatLimits, post_chat
 from execrl.episodes.render import cut_marker, safe_text
-from execrl.episodes.types import Completion, Context, Message, Prompt, RawCall, TurnRequest, TurnResult
+from execrl.episodes.types import Completion, Context, Message, Prompt, RawCall, Turn, TurnRequest, TurnResult
 
 __all__ = ["CHARS_PER_TOKEN", "ChatBackend", "Endpoint"]
 
@@ -119,8 +119,9 @@ class ChatBackend:
         if prompt is not None and produced is not None:
             first = prompt if first is None else first
             used = prompt - first + produced
-        return replace(context, messages=(*context.messages, message), usage_first_prompt_tokens=first,
-                       usage_tokens=used)  # fmt: skip
+        turn = Turn(0, 0, completion.finish_reason)  # no token spans in message space
+        return replace(context, messages=(*context.messages, message), turns=(*context.turns, turn),
+                       usage_first_prompt_tokens=first, usage_tokens=used)  # fmt: skip
 
     def append_messages(
         self,

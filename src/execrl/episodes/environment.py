@@ -54,7 +54,10 @@ class Final:
 
 
 class LiveEnvironment(Protocol):
-    max_turns: int  # model turns at most (the loop's bound; the environment usually stops earlier)
+    @property
+    def max_turns(self) -> int:
+        """Model turns at most (the loop's bound; the environment usually stops earlier)."""
+        ...
 
     def prompt(self, task_index: int) -> Prompt: ...
 
@@ -72,7 +75,10 @@ class LiveEnvironment(Protocol):
 
 
 class Environment(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """Names the environment's evaluation files and metrics (``refine``, ``tools``, yours)."""
+        ...
 
     def start(self, tasks: Sequence[Task], samples_per_task: int, backend: Backend) -> LiveEnvironment: ...
 

@@ -88,7 +88,9 @@ def sample_groups(
     rollout_s, generate_s = result.rollout_s, result.generate_s
     first = round_ = StepEpisodes(tuple(result.episodes), tuple(first_tasks))
     if not dynamic:
-        return dataclasses.replace(first, outcomes=tuple(outcomes), rollout_s=rollout_s, generate_s=generate_s)
+        return dataclasses.replace(
+            first, outcomes=tuple(outcomes), rollout_s=rollout_s, generate_s=generate_s
+        )
     target = len(first_tasks)
     kept: list[StepEpisodes] = []
     have = rounds = dropped = 0

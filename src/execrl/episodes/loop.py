@@ -117,7 +117,9 @@ class _Rollout:
         used = self.backend.tokens_used(draft.context)
         return None if used is None else self.max_episode_tokens - used
 
-    def ask(self, key: int, task: int, context: Context, *, samples: int, turn: int, left: int | None) -> None:
+    def ask(
+        self, key: int, task: int, context: Context, *, samples: int, turn: int, left: int | None
+    ) -> None:
         params = dataclasses.replace(
             self.params, samples_per_prompt=samples, seed=self.seed_for(task, turn),
             stop_strings=(*self.params.stop_strings, *self.prompts[task].stop_strings),
@@ -213,7 +215,10 @@ def run_episodes(
             live, backend, params, seed_for or turn_seeds(params.seed), max_episode_tokens, prompts,
             [backend.open(p) for p in prompts], [None] * (len(tasks) * samples),
         )  # fmt: skip
-        with backend.session(live.max_turns), ThreadPoolExecutor(1, thread_name_prefix="execrl-judge") as pool:
+        with (
+            backend.session(live.max_turns),
+            ThreadPoolExecutor(1, thread_name_prefix="execrl-judge") as pool,
+        ):
             early = _drive(rollout, pool if judge_early else None)
         drafts = _complete(rollout.drafts)
     finally:

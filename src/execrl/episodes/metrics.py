@@ -18,13 +18,13 @@ __all__ = ["episode_metrics", "episode_scores", "truncation_rate"]
 
 
 def episode_scores(episodes: Sequence[Episode]) -> list[Score]:
-    """Each episode's judge score carrying the episode's training reward (an episode the backend could
-    not finish has none: an invalid score with its reason)."""
+    """Each episode's judge score carrying the episode's training reward (a verdict without a score, such
+    as a backend error's, becomes one with the verdict's reward, validity and reason)."""
     out = []
     for e in episodes:
-        score = e.verdict.score
-        if score is None:
-            out.append(Score.invalid(e.verdict.reason))
+        score, v = e.verdict.score, e.verdict
+        if score is None:  # a verdict without the reward path's score (a backend error, a user's judge)
+            out.append(Score(v.reward, v.valid, v.passed, float(v.passed), v.reason or "unscored"))
         elif not e.verdict.valid:
             out.append(score)
         else:

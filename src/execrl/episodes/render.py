@@ -120,26 +120,34 @@ def _segments(
         template.append(_encode(tokenizer, tail[:at], data=False))
         head, foot = wrappers[k] if k < len(wrappers) and wrappers[k] is not None else ("", "")  # type: ignore[misc]
         body = safe_text(str(message.get("content") or ""))
-        contents.append(tuple(_encode(tokenizer, safe_text(x), data=True) if x else [] for x in (head, body, foot)))
+        contents.append(
+            tuple(_encode(tokenizer, safe_text(x), data=True) if x else [] for x in (head, body, foot))
+        )
         tail = tail[at + len(mark) :]
     template.append(_encode(tokenizer, tail, data=False))
     return template, contents  # type: ignore[return-value]
 
 
-def _cut(tokenizer: Any, ids: list[int], allowed: int, room_after: int | None) -> list[int]:
-    """``ids`` cut to at most ``allowed`` tokens, a marker included (no marker when not even it fits)."""
-    marker = _encode(tokenizer, cut_marker(len(ids) - allowed, room_after), data=True)
-    if len(marker) >= allowed:
-        return ids[: max(0, allowed)]  # no room for the marker: the plain cut
-    keep = allowed - len(marker)
+def _cut(tokenizer: Any, ids: list[int], cap: int | None, room: int | None) -> list[int]:
+    """``ids`` cut to a head of at most ``cap`` tokens followed by a marker saying how many were cut (and how
+    much of the budget is left), the whole within ``room`` tokens (None: unbounded); without room for the
+    marker, the plain cut to ``room``."""
+    head = len(ids) if cap is None else min(cap, len(ids))
+    marker = _encode(tokenizer, cut_marker(len(ids) - head, room), data=True)
+    if room is not None and head + len(marker) > room:
+        head = room - len(marker)
+        if head < 0:
+            return ids[: max(room, 0)]
     whole = str(tokenizer.decode(ids, skip_special_tokens=False))
     for _ in range(4):  # do not end inside a multi-byte character (its bytes span tokens)
-        if keep <= 1 or whole.startswith(str(tokenizer.decode(ids[:keep], skip_special_tokens=False))):
+        if head <= 1 or whole.startswith(str(tokenizer.decode(ids[:head], skip_special_tokens=False))):
             break
-        keep -= 1
-    marker = _encode(tokenizer, cut_marker(len(ids) - keep, room_after), data=True)
-    keep = min(keep, allowed - len(marker))
-    return ids[: max(0, keep)] + marker
+        head -= 1
+    left = None if room is None else room - head
+    marker = _encode(tokenizer, cut_marker(len(ids) - head, left), data=True)
+    if room is not None and head + len(marker) > room:  # the number's digits grew the marker
+        head = max(0, room - len(marker))
+    return ids[:head] + marker
 
 
 def append_messages(
@@ -153,8 +161,9 @@ def append_messages(
 ) -> tuple[Context, int] | None:
     """Append the environment's ``messages`` and the next generation prompt. Each content is data (see the
     module docstring), wrapped in its ``wrappers`` entry (head, tail: e.g. ``<tool_response>`` tags, never
-    cut); each body is cut to its ``content_caps`` entry and all of it to ``budget_left`` tokens (None: no
-    budget). Returns the new context and how many bodies were cut, or None when the template's tokens and
+    cut); a body longer than its ``content_caps`` entry keeps that many tokens and a marker saying how many
+    were cut, and everything appended (template tokens, wrappers, markers) fits ``budget_left`` tokens (None:
+    no budget). Returns the new context and how many bodies were cut, or None when the template's tokens and
     the wrappers do not fit. Raises :class:`TemplateDrift` for a template that cannot be extended."""
     template, contents = _segments(tokenizer, context, messages, wrappers)
     fixed = sum(len(s) for s in template) + sum(len(h) + len(f) for h, _, f in contents)
@@ -165,10 +174,8 @@ def append_messages(
     kept: list[list[int]] = []
     caps = [*content_caps, *([None] * len(contents))][: len(contents)]
     for (head, body, foot), cap in zip(contents, caps, strict=True):
-        allowed = min(x for x in (cap, room, len(body)) if x is not None)
-        if allowed < len(body):
-            left = None if room is None else room - allowed
-            body, cut = _cut(tokenizer, body, allowed, left), cut + 1
+        if (cap is not None and len(body) > cap) or (room is not None and len(body) > room):
+            body, cut = _cut(tokenizer, body, cap, room), cut + 1
         kept.append(head + body + foot)
         room = None if room is None else room - len(body)
     out: list[int] = []

@@ -23,7 +23,9 @@ __all__ = ["SingleTurn", "first_messages", "verdict_of"]
 def first_messages(task: Task) -> tuple[dict[str, Any], ...]:
     """The task's prompt as chat messages (a plain string is one user message)."""
     prompt = prompt_for_chat(task.prompt)
-    return ({"role": "user", "content": prompt},) if isinstance(prompt, str) else tuple(dict(m) for m in prompt)
+    return (
+        ({"role": "user", "content": prompt},) if isinstance(prompt, str) else tuple(dict(m) for m in prompt)
+    )
 
 
 def verdict_of(score: Score, *, penalty: float = 0.0) -> Verdict:

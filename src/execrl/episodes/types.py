@@ -78,7 +78,9 @@ class Episode:
     turns: tuple[Turn, ...]
     messages: tuple[Message, ...]  # the conversation as messages (reports, traces, an HTTP backend)
     text: str  # the final answer: the last model turn's text
-    stop: str  # why the episode ended: "answer", "max_turns", "max_tool_calls", "episode_tokens", "error", ...
+    stop: (
+        str  # why the episode ended: "answer", "max_turns", "max_tool_calls", "episode_tokens", "error", ...
+    )
     verdict: Verdict
     info: Mapping[str, Any] = field(default_factory=dict)  # the environment's counters and records
     error: str = ""  # a backend error that ended the episode (an endpoint's HTTP status, say)

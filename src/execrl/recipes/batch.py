@@ -76,7 +76,9 @@ def logprob_gap(run: Run, batch: TrainBatch, episodes: Sequence[Episode]) -> flo
     """``trainer_logprob_gap`` over the first group (one no-grad pass), at the trainer's temperature; the
     steps call it when old log-probs are recomputed (otherwise the update's first forward measures it)."""
     rows = sum(e.task_index == episodes[0].task_index for e in episodes)
-    return trainer_logprob_gap(run.model, batch, episodes, rows=rows, temperature=run.tcfg.logprob_temperature)
+    return trainer_logprob_gap(
+        run.model, batch, episodes, rows=rows, temperature=run.tcfg.logprob_temperature
+    )
 
 
 def logprob_gap_metric(gap: float | None, update_metrics: dict[str, float]) -> dict[str, float]:

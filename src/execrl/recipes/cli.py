@@ -90,7 +90,7 @@ def _train(args: argparse.Namespace) -> int:
         from execrl.recipes import load_recipe, recipe_name
         from execrl.recipes.loop import StopReason
 
-        name = recipe_name(config)  # grpo, ppo, async or refine_rl
+        name = recipe_name(config)  # grpo, ppo or async (the environment is the config's)
         logging.getLogger("execrl.train").info("recipe: %s", name)
         outcome = load_recipe(name).train(config, resume_dir=resume, progress=not args.no_progress)
     if mirrors:  # the staging copy is gone: name the run where it now lives

@@ -34,7 +34,13 @@ if TYPE_CHECKING:
     from execrl.episodes import Environment
     from execrl.rollout.engine import Engine
 
-__all__ = ["EpisodeEval", "compare_episode_evals", "episode_eval", "evaluate_episodes_once", "finish_episode_report"]
+__all__ = [
+    "EpisodeEval",
+    "compare_episode_evals",
+    "episode_eval",
+    "evaluate_episodes_once",
+    "finish_episode_report",
+]
 
 log = logging.getLogger("execrl.episode_eval")
 
@@ -42,7 +48,6 @@ CONFIDENCE = 0.95
 BASE_METRICS: Mapping[str, Callable[[Episode], float]] = {
     "hidden_pass_rate": lambda e: float(e.passed),
     "reward": lambda e: e.reward,  # the training reward: hidden-test reward minus penalties
-    "turns_mean": lambda e: float(len(e.turns)),
 }
 ENV_METRICS: Mapping[str, Mapping[str, Callable[[Episode], float]]] = {
     "tools": {
@@ -50,6 +55,7 @@ ENV_METRICS: Mapping[str, Mapping[str, Callable[[Episode], float]]] = {
         "called_a_tool": lambda e: float(e.info.get("tool_calls", 0.0) > 0),
     },
 }
+DEFAULT_METRICS: Mapping[str, Callable[[Episode], float]] = {"turns_mean": lambda e: float(len(e.turns))}
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,7 @@ def episode_eval(config: TrainConfig, environment: Environment, tokenizer: Any) 
     per_call = max(1, held // (config.eval.samples_per_task + 1)) if held else None
     return EpisodeEval(
         prefix=environment.name, environment=environment, tokenizer=tokenizer,
-        metrics={**BASE_METRICS, **ENV_METRICS.get(environment.name, {})},
+        metrics={**BASE_METRICS, **ENV_METRICS.get(environment.name, DEFAULT_METRICS)},
         max_episode_tokens=setup.max_episode_tokens(config), tasks_per_call=per_call,
     )  # fmt: skip
 

@@ -93,7 +93,9 @@ def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool
         parts = {"value_head": value_head, **parts}
     with session(config, resume_dir, parts=parts) as s:
         with OneStepOff(s.run, s.executor) as rollouts:  # exits (joins) before the executor
-            step_fn = partial(train_step, s.run, rollouts=rollouts, executor=s.executor, environment=s.environment)
+            step_fn = partial(
+                train_step, s.run, rollouts=rollouts, executor=s.executor, environment=s.environment
+            )
             last_step = run_steps(s.run, s.telemetry, step_fn, started=s.started, progress=progress)
         return finish_session(s, last_step)
 

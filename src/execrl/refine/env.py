@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from execrl.episodes.environment import Final
 from execrl.episodes.single import first_messages, verdict_of
-from execrl.episodes.types import Episode, Prompt, Response, TurnView, Verdict
+from execrl.episodes.types import Episode, Message, Prompt, Response, TurnView, Verdict
 from execrl.refine.feedback import FeedbackFormat, render_feedback
 from execrl.rewards import RewardConfig, Score, extract_code, score_batch
 from execrl.tasks.schema import CodeSpec, Task
@@ -108,7 +108,9 @@ class RefineEnvironment:
     name: str = "refine"
 
     @classmethod
-    def from_config(cls, config: TrainConfig, *, runner: SyncRunner, reward: RewardConfig) -> RefineEnvironment:
+    def from_config(
+        cls, config: TrainConfig, *, runner: SyncRunner, reward: RewardConfig
+    ) -> RefineEnvironment:
         """Multi-turn RL's environment: ``[refine]`` by name (the feedback caps keep their defaults)."""
         from execrl.config import build
 
@@ -143,7 +145,7 @@ class _State:
     invalid_turns: int = 0
     visible_passed: bool = False
     attempts: list[Attempt] = field(default_factory=list)
-    messages: tuple[dict[str, Any], ...] = ()  # the conversation the next attempt answers
+    messages: tuple[Message, ...] = ()  # the conversation the next attempt answers
 
 
 @dataclass
@@ -203,7 +205,9 @@ class _Live:
         shifted = {order[k]: order[(k + 1) % len(order)] for k in range(len(order))}
         return [texts[shifted[i]] if i in shifted else t for i, t in enumerate(texts)]
 
-    def _respond(self, view: TurnView, visible: Score | None, hidden: Score | None, feedback: str) -> Response:
+    def _respond(
+        self, view: TurnView, visible: Score | None, hidden: Score | None, feedback: str
+    ) -> Response:
         state = self.states.setdefault(view.episode, _State(messages=self.prompt(view.task_index).messages))
         task = self.tasks[view.task_index]
         done = view.turn >= self.max_turns or not self._refinable(task) or bool(view.error)
@@ -212,11 +216,13 @@ class _Live:
             state.visible_passed = visible.passed
             done = done or visible.passed
         if self.env.record_attempts:
-            state.attempts.append(self._attempt(task, view, state, visible, hidden, None if done else feedback))
+            state.attempts.append(
+                self._attempt(task, view, state, visible, hidden, None if done else feedback)
+            )
         if done:
             return Response(done=True, stop="answer" if visible is None or visible.passed else "max_turns")
-        message = {"role": "user", "content": feedback}
-        answered = (*state.messages, {"role": "assistant", "content": view.text})
+        message: Message = {"role": "user", "content": feedback}
+        answered: tuple[Message, ...] = (*state.messages, {"role": "assistant", "content": view.text})
         if self.env.condition == "resample":
             return Response(False, restart_with=self.prompt(view.task_index).messages)
         if self.env.history == "last":
@@ -246,7 +252,11 @@ class _Live:
         texts = []
         for f in finals:
             attempts = self.states.get(f.episode, _State()).attempts
-            chosen = attempts[best_visible_index(attempts)] if self.env.condition == "resample" and attempts else None
+            chosen = (
+                attempts[best_visible_index(attempts)]
+                if self.env.condition == "resample" and attempts
+                else None
+            )
             texts.append(chosen.completion if chosen is not None else f.text)
         hidden = self._scores([self.tasks[f.task_index] for f in finals], texts, hidden=True)
         out = []

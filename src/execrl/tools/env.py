@@ -212,7 +212,8 @@ class _Live:
         if view.tool_calls:
             return [(c.id or f"call_{k}", _raw_call(c, offered)) for k, c in enumerate(view.tool_calls)]
         found = find_call(view.text, offered, self.env.config.call_format)
-        return [] if found is None else [(f"call_{view.turn}", found)]
+        malformed = sum(name.startswith("!") for name in self.calls.get(view.episode, ()))
+        return [] if found is None else [(f"call_malformed_{malformed}", found)]
 
     def _respond(self, view: TurnView) -> Response:
         config = self.env.config
@@ -238,7 +239,8 @@ class _Live:
             "parse_errors": float(sum(isinstance(c, CallError) for _, c in calls)),
         }  # fmt: skip
         caps = (config.max_tool_output_tokens,) * len(messages)
-        return Response(False, "", tuple(messages), caps, (wrapper,) * len(messages), info)
+        return Response(done=False, messages=tuple(messages), content_token_caps=caps,
+                        content_wrappers=(wrapper,) * len(messages), info=info)  # fmt: skip
 
     def judge(self, finals: Sequence[Final]) -> list[Verdict]:
         tasks = [self.tasks[f.task_index] for f in finals]

@@ -10,7 +10,8 @@ an answer calls no tool, the call cap, or the token budget; then the final answe
 tests by the training judge, in fresh jails. A malformed call counts as in training (a ``<tool_call>`` left
 in the content, what ``execrl serve`` returns for a call it could not parse, is parsed as a training turn).
 An endpoint error (an HTTP status, a refused connection, an answer that is not a chat completion) ends the
-episode with ``stop="error"``; its answer so far is judged like any other. Limits: the backend's
+episode with ``stop="error"`` and ``error`` set; it has no final answer, so it is not judged: an invalid
+verdict (reward 0, counted in the summary's ``endpoint_errors``), the other episodes go on. Limits: the backend's
 (``execrl.episodes.chat``): tokens are the server's ``usage``.
 """
 
@@ -63,8 +64,8 @@ def run_remote_episodes(
 def episode_record(e: Episode) -> dict[str, Any]:
     """One episode as ``execrl tools run --json`` writes it."""
     return {
-        "task_id": e.task_id, "messages": [dict(m) for m in e.messages], "turns": len(e.turns) or
-        int(sum(m.get("role") == "assistant" for m in e.messages)), "tool_calls": int(e.info.get("tool_calls", 0)),
+        "task_id": e.task_id, "messages": [dict(m) for m in e.messages], "turns": len(e.turns),
+        "tool_calls": int(e.info.get("tool_calls", 0)),
         "parse_errors": int(e.info.get("parse_errors", 0)), "truncated_outputs": int(e.info.get("truncated_outputs", 0)),
         "tool_time_s": float(e.info.get("tool_time_s", 0.0)), "tokens_used": int(e.info.get("tokens_used", 0)),
         "final_text": e.text, "stop": e.stop, "error": e.error,
@@ -93,5 +94,3 @@ def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
     for stop in ("answer", "max_tool_calls", "episode_tokens", "error"):
         out[f"stop_{stop}"] = sum(r["stop"] == stop for r in records) / n
     return out
-
-

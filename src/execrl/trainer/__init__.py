@@ -79,10 +79,8 @@ _EXPORTS: dict[str, str] = {
     "build_optimizer": "step",
     "build_scheduler": "step",
     "lr_factor": "step",
-    "masked_train_batch": "sequences",  # multi-turn contexts with a loss mask
     # off-policy correction (async)
     "truncated_is_weights": "offpolicy",
-    "behaviour_logprobs": "offpolicy",
     # checkpoints
     "CheckpointState": "checkpoint",
     "save_checkpoint": "checkpoint",

@@ -41,12 +41,3 @@ def truncated_is_weights(
         "train/offpolicy_clipped_frac": float((masked > cap).double().mean()),
     }
     return weights.to(prox_logprobs.dtype), stats
-
-
-def behaviour_logprobs(sampling_logprobs: torch.Tensor, width: int) -> torch.Tensor:
-    """The rollout's [N, T] log-probs placed as the last T columns of a [N, width] batch (left-padded
-    prompts, as ``to_train_batch`` lays them out)."""
-    n, t = sampling_logprobs.shape  # [N, T]
-    out = torch.zeros((n, width), dtype=sampling_logprobs.dtype)
-    out[:, width - t :] = sampling_logprobs
-    return out

@@ -27,7 +27,7 @@ shared pass also runs under activation checkpointing: a long prompt then costs o
 plus its keys/values instead of every layer's activations.
 
 Limits: the context is ``[0, c)`` with ``c`` the first column any row scores, so it only helps with the
-layout ``to_train_batch`` builds (prompts left-padded to one width, completions after them); rows whose
+layout ``execrl.episodes.episodes_to_batch`` builds (prompts left-padded to one width, completions after them); rows whose
 context differs in any token or padding do not share. Decoders that take no KV cache, models with sliding or
 non-full attention layers, and forwards under Hugging Face's own gradient checkpointing
 (``model.gradient_checkpointing_enable()``: its layers drop the cache) use the plain pass instead; a decoder

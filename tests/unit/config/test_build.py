@@ -70,7 +70,6 @@ def test_every_internal_config_of_a_run_has_a_source_for_every_field(overrides: 
     copies the knobs it names."""
     from execrl.distributed.faults import RetryPolicy
     from execrl.recipes.evaluate import run_eval_config
-    from execrl.recipes.refine_rl import multi_turn_config
 
     config = load_config(None, overrides)
     trainer = setup.trainer_config(config)
@@ -84,12 +83,12 @@ def test_every_internal_config_of_a_run_has_a_source_for_every_field(overrides: 
     assert reward.limits.cpu_time_s == reward.limits.timeout_s == config.sandbox.timeout_s
     assert setup.sampling_params(config).top_k == config.rollout.top_k
     assert run_eval_config(config).max_new_tokens == config.rollout.eval_max_new_tokens
+    environment = setup.build_environment(config, runner=None)  # type: ignore[arg-type]
+    assert environment.name == setup.environment_name(config)
     if config.refine.multi_turn:
-        assert multi_turn_config(config).feedback == config.refine.feedback
+        assert environment.config.feedback == config.refine.feedback  # type: ignore[attr-defined]
     if config.tools.enabled:
-        from execrl.recipes.tools_rl import tool_config
-
-        tools = tool_config(config)
+        tools = environment.config  # type: ignore[attr-defined]
         assert (tools.max_tool_calls, tools.default_tools) == (3, ("python", "run_tests"))
     section = config.executor
     policy = build(RetryPolicy, section, backoff_s=section.retry_backoff_s, backoff_max_s=5.0)
@@ -97,7 +96,7 @@ def test_every_internal_config_of_a_run_has_a_source_for_every_field(overrides: 
 
 
 def test_the_sandbox_client_and_scheduler_are_built_by_name() -> None:
-    from execrl.recipes.loop import task_scheduler
+    from execrl.components.run import task_scheduler
     from execrl.sandbox.service.client import ClientConfig
 
     config = load_config(None, ['sandbox.urls=["http://127.0.0.1:9"]', "sandbox.max_attempts=7"])

@@ -104,7 +104,8 @@ def test_mixture_weights_and_errors() -> None:
          "async_steps=0"),
         (["algorithm.overlong_buffer_tokens=64", "rollout.max_new_tokens_stages=[[0, 32], [5, 128]]"],
          "smallest length cap"),
-        (["rollout.max_new_tokens_stages=[[0, 32]]", "refine.max_turns=2"], "single-turn"),
+        (["rollout.length_rise_factor=2", "rollout.length_rise_max_tokens=200", "tools.enabled=true"],
+         "tools.max_turn_tokens (256)"),  # with tools the curriculum caps each turn from tools.max_turn_tokens
     ],
 )  # fmt: skip
 def test_length_curriculum_and_overlong_settings_are_checked_at_load(
@@ -116,3 +117,5 @@ def test_length_curriculum_and_overlong_settings_are_checked_at_load(
     assert needle in str(info.value)
     config = load_config(None, ["rollout.max_new_tokens_stages=[[0, 32], [5, 128]]"])
     assert config.rollout.max_new_tokens_stages == [(0, 32), (5, 128)]
+    for environment in (["refine.max_turns=2"], ["tools.enabled=true"]):  # every environment runs it now
+        load_config(None, ["rollout.max_new_tokens_stages=[[0, 32]]", *environment])

@@ -4,11 +4,11 @@ refine config checks (hand-computed values)."""
 from __future__ import annotations
 
 import pytest
+from execrl.recipes.refine_rl import episode_metrics, episode_outcomes
+from execrl.refine.multiturn import Episode, MultiTurnConfig
 
 from execrl.config import ConfigError, load_config
 from execrl.recipes.episode_eval import compare_episode_evals
-from execrl.recipes.refine_rl import episode_metrics, episode_outcomes
-from execrl.refine.multiturn import Episode, MultiTurnConfig
 from execrl.tasks.schema import MathSpec, Task, TaskMetadata
 
 

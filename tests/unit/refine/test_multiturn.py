@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from execrl.refine.multiturn import Episode, episodes_to_train_batch, feedback_ids, turn_content
+
 from execrl.rollout.models import default_tokenizer
 
 

@@ -146,7 +146,8 @@ def test_a_served_conversation_renders_as_the_training_episode() -> None:
     from execrl.sandbox import Sandbox, SandboxConfig
     from execrl.serve.tool_calls import encode_chat
     from execrl.tasks.schema import ChatMessage, MathSpec, Task, TaskMetadata
-    from execrl.tools import ToolConfig, rollout_tool_episodes
+    from execrl.episodes import LocalBackend, run_episodes
+    from execrl.tools import ToolConfig, ToolEnvironment
 
     tokenizer = default_tokenizer()
     engine = ScriptedEngine(tokenizer, _script)
@@ -155,11 +156,11 @@ def test_a_served_conversation_renders_as_the_training_episode() -> None:
         spec=MathSpec(answer="462"), metadata=TaskMetadata(family="tools", split="test"),
     )  # fmt: skip
     with Sandbox(SandboxConfig(workers=1)) as sandbox:
-        [episode] = rollout_tool_episodes(
-            engine, tokenizer, [task], sandbox, samples_per_prompt=1,
-            params=SamplingParams(max_new_tokens=64), config=ToolConfig(),
-        )  # fmt: skip
-    assert episode.passed and episode.tool_calls == 1
+        [episode] = run_episodes(
+            ToolEnvironment(sandbox, ToolConfig()), LocalBackend(engine, tokenizer), [task],
+            params=SamplingParams(samples_per_prompt=1, max_new_tokens=256), max_episode_tokens=1024,
+        ).episodes  # fmt: skip
+    assert episode.passed and episode.info["tool_calls"] == 1
     call = {"id": "call_1", "type": "function",
             "function": {"name": "python", "arguments": json.dumps({"code": "6*7*11"})}}  # fmt: skip
     answer = (

@@ -104,22 +104,30 @@ def test_tools_go_to_a_template_that_renders_them_else_to_the_hermes_block() -> 
 
 
 def test_tool_metrics_hand_computed() -> None:
-    from execrl.tools import ToolEpisode, tool_metrics
+    from execrl.episodes import Episode, Turn, Verdict
+    from execrl.episodes.metrics import episode_metrics
+    from execrl.tools import tool_metrics
 
     def episode(
         calls: int, errors: int, cut: int, tool_s: float, memory: float, stop: str, reward: float
-    ) -> ToolEpisode:
-        return ToolEpisode(0, [], [1, 2, 3, 4], [False, False, True, True], 2, ("python",), False, turns=calls + 1,
-                           tool_calls=calls, parse_errors=errors, truncated_outputs=cut, tool_time_s=tool_s,
-                           session_memory_mb=memory, stop=stop, reward=reward, passed=reward == 1.0)  # fmt: skip
+    ) -> Episode:
+        info = {"tool_calls": float(calls), "parse_errors": float(errors), "truncated_outputs": float(cut),
+                "tool_time_s": tool_s, "session_memory_mb": memory}  # fmt: skip
+        turns = tuple(Turn(2, 4, "stop") for _ in range(calls + 1))
+        return Episode(0, "t", 0, (1, 2, 3, 4), (False, False, True, True), (0.0,) * 4, (0.0,) * 4, 2, turns,
+                       (), "", stop, Verdict(reward, True, reward == 1.0, "passed"), info)  # fmt: skip
 
-    out = tool_metrics([episode(3, 1, 1, 0.5, 40.0, "answer", 1.0), episode(1, 1, 0, 0.25, 60.0, "max_tool_calls", 0.0)],
-                       step_s=3.0)  # fmt: skip
+    episodes = [
+        episode(3, 1, 1, 0.5, 40.0, "answer", 1.0),
+        episode(1, 1, 0, 0.25, 60.0, "max_tool_calls", 0.0),
+    ]
+    out = tool_metrics(episodes, step_s=3.0)
     assert out["tools/calls_per_episode"] == 2.0
     assert out["tools/parse_error_rate"] == 0.5  # 2 malformed of 4 calls
     assert out["tools/time_share"] == 0.25  # 0.75 s of 3 s
     assert out["tools/session_memory_mb_max"] == 60.0 and out["tools/truncated_outputs"] == 1.0
-    assert (out["tools/stop_answer"], out["tools/stop_max_tool_calls"], out["reward/mean"]) == (0.5, 0.5, 0.5)
+    assert (out["tools/stop_answer"], out["tools/stop_max_tool_calls"]) == (0.5, 0.5)
+    assert episode_metrics(episodes, max_new_tokens=8)["reward/mean"] == 0.5
     assert "tools/parse_error_rate" not in tool_metrics(
         [episode(0, 0, 0, 0.0, 1.0, "answer", 1.0)], step_s=1.0
     )

@@ -1,4 +1,5 @@
-"""Tool episodes against an OpenAI-compatible endpoint (``execrl.tools.remote``): a fake server answering
+"""Tool episodes against an OpenAI-compatible endpoint (``execrl.tools.remote``: the tools environment in the
+one rollout loop with the HTTP backend): a fake server answering
 with scripted ``tool_calls``, and ``execrl serve`` over a scripted engine. A correct call sequence gets
 reward 1 from the hidden tests; malformed calls are answered, counted and penalised as in training."""
 
@@ -19,7 +20,7 @@ from execrl.sandbox import Sandbox, SandboxConfig
 from execrl.tasks import load_suite
 from execrl.tasks.schema import Task
 from execrl.tools import ToolConfig
-from execrl.tools.remote import Endpoint, RemoteEpisode, run_remote_episodes, summarize
+from execrl.tools.remote import Endpoint, episode_record, run_remote_episodes, summarize
 
 Script = Callable[[list[dict[str, Any]]], dict[str, Any]]
 
@@ -80,7 +81,7 @@ def _last_tool(messages: list[dict[str, Any]]) -> str:
 
 def _run(
     script: Script, task: Task, sandbox: Sandbox, status: int = 200, **config: Any
-) -> tuple[_Fake, RemoteEpisode]:
+) -> tuple[_Fake, SimpleNamespace]:
     fake = _Fake(script, status)
     try:
         [episode] = run_remote_episodes(
@@ -88,7 +89,12 @@ def _run(
         )
     finally:
         fake.close()
-    return fake, episode
+    return fake, _view(episode)
+
+
+def _view(episode: Any) -> SimpleNamespace:
+    """An episode as ``execrl tools run --json`` records it, attributes for the asserts (and the episode)."""
+    return SimpleNamespace(**episode_record(episode), episode=episode)
 
 
 def test_a_correct_call_sequence_gets_reward_one(task: Task, sandbox: Sandbox) -> None:
@@ -109,6 +115,7 @@ def test_a_correct_call_sequence_gets_reward_one(task: Task, sandbox: Sandbox) -
         2,
     )
     assert e.final_text == "The answer is 693."
+    assert e.episode.token_ids == ()  # message space: an HTTP episode is for evaluation, not training
     first, second = fake.bodies
     assert [t["function"]["name"] for t in first["tools"]] == ["python"] and first["tool_choice"] == "auto"
     assert second["messages"][1]["tool_calls"][0]["id"] == "call_a"
@@ -143,7 +150,7 @@ def test_malformed_calls_are_answered_counted_and_penalised(task: Task, sandbox:
     kinds = [json.loads(m["content"])["error"]["type"] for m in tools[:3]]
     assert kinds == ["bad_json", "unknown_tool", "bad_arguments"]
     assert tools[2]["tool_call_id"] == "call_malformed_2" and tools[3]["content"] == "693"
-    summary = summarize([e])
+    summary = summarize([e.episode])
     assert summary["parse_errors"] == 3 and summary["parse_error_rate"] == pytest.approx(3 / 4)
 
 
@@ -151,8 +158,8 @@ def test_the_call_cap_ends_the_episode_and_endpoint_errors_are_reported(task: Ta
     _, capped = _run(lambda _m: _call("c", "python", '{"code": "1"}'), task, sandbox, max_tool_calls=2)
     assert (capped.tool_calls, capped.stop, capped.passed, capped.turns) == (2, "max_tool_calls", False, 3)
     _, failed = _run(lambda _m: {"content": "x"}, task, sandbox, status=500)
-    assert failed.stop == "error" and "HTTP 500" in failed.error and failed.reward == 0.0
-    assert summarize([capped, failed])["endpoint_errors"] == 1
+    assert failed.stop == "error" and "500" in failed.error and failed.reward == 0.0 and not failed.valid
+    assert summarize([capped.episode, failed.episode])["endpoint_errors"] == 1
 
 
 def test_against_execrl_serve(task: Task, sandbox: Sandbox) -> None:
@@ -170,7 +177,8 @@ def test_against_execrl_serve(task: Task, sandbox: Sandbox) -> None:
     engine = ScriptedEngine(default_tokenizer(), script)
     engine.model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=4096))  # type: ignore[attr-defined]
     with serve_in_thread(build_app(engine, ServeConfig(model_name="m", default_max_tokens=64))) as url:  # type: ignore[arg-type]
-        [e] = run_remote_episodes(Endpoint(f"{url}/v1", "m"), [task], sandbox, config=ToolConfig())
+        [episode] = run_remote_episodes(Endpoint(f"{url}/v1", "m"), [task], sandbox, config=ToolConfig())
+    e = _view(episode)
     assert (e.passed, e.reward, e.tool_calls, e.parse_errors, e.stop) == (True, 1.0, 1, 0, "answer")
     context = engine.tokenizer.decode(engine.prompts[-1], skip_special_tokens=False)
     assert "<tool_response>\n693\n</tool_response>" in context

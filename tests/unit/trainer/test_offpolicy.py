@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from execrl.trainer.offpolicy import behaviour_logprobs, truncated_is_weights
+from execrl.trainer.offpolicy import truncated_is_weights
 
 
 def test_weights_are_the_ratio_truncated_at_the_cap_and_one_off_the_mask() -> None:
@@ -34,8 +34,3 @@ def test_cap_below_one_is_refused() -> None:
         truncated_is_weights(
             torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1, 1, dtype=torch.bool), cap=0.5
         )
-
-
-def test_behaviour_logprobs_sit_in_the_last_columns() -> None:
-    out = behaviour_logprobs(torch.tensor([[-1.0, -2.0]]), 4)
-    assert out.tolist() == [[0.0, 0.0, -1.0, -2.0]]
