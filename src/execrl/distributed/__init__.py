@@ -5,7 +5,7 @@ Modules: ``executor.py`` (the interface, the in-process executor, ``build_execut
 ``ray_workers.py`` (the actors' roles as plain classes); ``ray_actors.py`` (starting Ray, ``ActorGroup``:
 replace and retry), ``ray_backend.py`` (engine calls on rollout actors), ``ray_environment.py`` (the
 environment partitioned over sandbox actors) and ``ray_executor.py`` (the map, ``RayExecutor``): these
-four import ``ray``, and only when that executor is chosen.
+run on ``ray`` and are imported only when that executor is chosen.
 """
 
 from execrl.distributed.executor import Executor, InProcessExecutor, build_executor
