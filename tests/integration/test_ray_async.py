@@ -47,10 +47,13 @@ def test_bench_executor_async_streaming_ray_run_equals_the_in_process_run(
     assert summary["ray_retries"] == 0.0
 
 
-def _same(a: tuple[Any, list[Any]], b: tuple[Any, list[Any]]) -> None:
-    assert a[0].texts == b[0].texts
-    assert [s.reward for s in a[1]] == [s.reward for s in b[1]]
-    assert [s.reason for s in a[1]] == [s.reason for s in b[1]]
+def _same(a: Any, b: Any) -> None:
+    """The same episodes: the same sampled tokens and behaviour log-probs, the same verdicts."""
+    assert [e.token_ids for e in a.episodes] == [e.token_ids for e in b.episodes]
+    assert [e.sampling_logprobs for e in a.episodes] == [e.sampling_logprobs for e in b.episodes]
+    assert [(e.verdict.reward, e.verdict.reason) for e in a.episodes] == [
+        (e.verdict.reward, e.verdict.reason) for e in b.episodes
+    ]
 
 
 def test_workers_killed_during_the_async_rollout_are_replaced_and_the_step_completes(
@@ -62,17 +65,16 @@ def test_workers_killed_during_the_async_rollout_are_replaced_and_the_step_compl
 ) -> None:
     """The rollout worker (``ray.kill``) and the sandbox worker (SIGKILL) die while step 1's rollout runs
     in the background and step 0 trains: step 1 still gets every group, sampled by version 0 exactly as
-    the in-process behaviour copy samples it, and the retries are step 1's metrics, not step 0's."""
+    the in-process behaviour copy samples it (the one-turn environment restored on the new sandbox
+    worker, whatever it had answered), and the retries are step 1's metrics, not step 0's."""
     from execrl.components import setup
-    from execrl.components.sampling import GroupSampler
-    from execrl.components.setup import sampling_params
+    from execrl.components.run import build_run
     from execrl.recipes import pipeline
-    from execrl.recipes.loop import setup_run
     from execrl.rollout.engine import create_engine
 
     overrides = [*toy_overrides(tiny_model_dir, toy_tasks_file, tmp_path), "executor.kind=ray", *ASYNC]
     config = load_config(None, [*overrides, *HALF_CPU, "executor.retry_backoff_s=0", "run.total_steps=3"])
-    run = setup_run(config, None)
+    run = build_run(config, None, parts={"behaviour_policy": pipeline.behaviour_copy})
     version0 = copy.deepcopy(run.model)
     sampled: dict[int, Any] = {}
     killed: list[bool] = []
@@ -83,8 +85,8 @@ def test_workers_killed_during_the_async_rollout_are_replaced_and_the_step_compl
         return real_audit(run_dir, step, groups, *args, **kwargs)
 
     with setup.build_sandbox(config) as sandbox:
-        reward = setup.reward_config(config)
-        sampler = GroupSampler(run.engine, run.tokenizer, sandbox, reward, sampling_params(config), seed=0)
+        environment = setup.build_environment(config, sandbox)
+        sampler = setup.step_sampler(config, environment, run.engine, run.tokenizer, None)
         executor = RayExecutor(config, sampler)
         try:
             sandbox_pid = ray.get(executor.sandbox.actors[0].pid.remote())
@@ -102,24 +104,22 @@ def test_workers_killed_during_the_async_rollout_are_replaced_and_the_step_compl
             logs = {}
             with pipeline.OneStepOff(run, executor) as rollouts:
                 for step in range(3):
-                    metrics = pipeline.train_step(run, step, rollouts=rollouts, executor=executor)
+                    metrics = pipeline.train_step(
+                        run, step, rollouts=rollouts, executor=executor, environment=environment
+                    )
                     logs[step] = {k: v for k, v in metrics.items() if k.startswith("executor/")}
-            reference = GroupSampler(
-                create_engine(config.rollout.engine, model=version0, tokenizer=run.tokenizer),
-                run.tokenizer, sandbox, reward, sampling_params(config), seed=0,
-            )  # fmt: skip
+            engine0 = create_engine(config.rollout.engine, model=version0, tokenizer=run.tokenizer)
+            reference = setup.step_sampler(config, environment, engine0, run.tokenizer, None)
             step1 = sampled[1]
-            _same((step1.rollout, step1.scores), reference(1, step1.tasks, 0))
+            _same(step1, reference(1, list(step1.tasks), 0))
         finally:
             executor.close()
-    assert step1.rollout.num_rows == len(step1.scores) == 32 and all(s.valid for s in step1.scores)
+    assert len(step1.episodes) == 32 and all(e.valid for e in step1.episodes)
     assert logs[0]["executor/retries"] == 0.0 and logs[0]["executor/replaced_workers"] == 0.0
-    assert (logs[1]["executor/tasks"], logs[1]["executor/retries"], logs[1]["executor/replaced_workers"]) == (
-        2.0,
-        2.0,
-        2.0,
-    )
-    assert logs[1]["executor/failed_tasks"] == 0.0
+    # one retry each: the engine call in flight, and the sandbox call the death met (start, or a later
+    # one after the partition was restored); nothing failed, nothing lost
+    assert (logs[1]["executor/retries"], logs[1]["executor/replaced_workers"]) == (2.0, 2.0)
+    assert logs[1]["executor/failed_tasks"] == 0.0 and logs[1]["executor/lost_episodes"] == 0.0
     assert [logs[s]["executor/weight_version_used_min"] for s in range(3)] == [0.0, 0.0, 1.0]
     assert max(logs[s]["executor/weight_staleness_max"] for s in range(3)) == 1.0  # never beyond the bound
     assert logs[2]["executor/retries"] == 0.0

@@ -1,13 +1,16 @@
 """The Ray executor on a local Ray instance (``num_cpus=2``) with the tiny model and the toy domain.
 
-Each test checks one property: a call equals the in-process call; killed workers (``ray.kill`` and
-SIGKILL of the process) are replaced and their task retried with nothing lost or counted twice; a task
-failing every attempt becomes invalid scores with its reason; a worker refuses weights older than the
-staleness bound; and ``execrl bench executor`` finds the synchronous Ray run equal step for step.
+Each test checks one property: a rollout call equals the in-process call; killed workers (``ray.kill``
+and SIGKILL of the process) are replaced and their task retried with nothing lost or counted twice (a
+one-turn environment restored on the replacement); a judgement failing every attempt becomes invalid
+verdicts with its reason; a worker refuses weights older than the staleness bound; and ``execrl bench
+executor`` finds the synchronous Ray run equal step for step (the multi-turn environments:
+``test_ray_episodes.py``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -23,7 +26,8 @@ from toy_domain import toy_overrides
 from execrl.config import TrainConfig, load_config
 from execrl.distributed.faults import FaultCounters, RetryPolicy
 from execrl.distributed.ray_executor import ActorGroup, Attempt, RayExecutor
-from execrl.distributed.ray_workers import RolloutWorker, StaleWeights
+from execrl.distributed.ray_workers import RolloutWorker, SandboxWorker, StaleWeights
+from execrl.episodes import RolloutResult
 
 pytestmark = pytest.mark.slow
 # Two executors live at once in this module (the shared one and the benchmark's); 2 CPUs hold both.
@@ -41,25 +45,14 @@ def config(
 
 @pytest.fixture(scope="module")
 def in_process(config: TrainConfig) -> Iterator[Any]:
-    """The driver side: model, tasks and an in-process ``GroupSampler`` (the reference)."""
+    """The driver side: the run (model, tasks) and the in-process ``StepSampler`` (the reference)."""
     from execrl.components import setup
-    from execrl.components.sampling import GroupSampler
-    from execrl.recipes.loop import setup_run
-    from execrl.rollout.types import SamplingParams
+    from execrl.components.run import build_run
 
-    run = setup_run(config, None)
-    rollout = config.rollout
-    params = SamplingParams(
-        samples_per_prompt=rollout.samples_per_prompt,
-        max_new_tokens=rollout.max_new_tokens,
-        temperature=rollout.temperature,
-        top_k=rollout.top_k,
-    )
+    run = build_run(config, None)
     with setup.build_sandbox(config) as sandbox:
-        sampler = GroupSampler(
-            run.engine, run.tokenizer, sandbox, setup.reward_config(config), params, seed=0
-        )
-        yield run, sampler
+        environment = setup.build_environment(config, sandbox)
+        yield run, setup.step_sampler(config, environment, run.engine, run.tokenizer, None)
 
 
 @pytest.fixture(scope="module")
@@ -72,29 +65,58 @@ def executor(local_ray: None, config: TrainConfig, in_process: Any) -> Iterator[
     executor.close()
 
 
-def _same(a: tuple[Any, list[Any]], b: tuple[Any, list[Any]]) -> None:
-    assert a[0].texts == b[0].texts
-    assert [s.reward for s in a[1]] == [s.reward for s in b[1]]
-    assert [s.reason for s in a[1]] == [s.reason for s in b[1]]
+def _same(a: RolloutResult, b: RolloutResult) -> None:
+    """The same episodes: the same sampled tokens and behaviour log-probs, the same verdicts."""
+    assert [e.token_ids for e in a.episodes] == [e.token_ids for e in b.episodes]
+    assert [e.sampling_logprobs for e in a.episodes] == [e.sampling_logprobs for e in b.episodes]
+    assert [e.verdict.reward for e in a.episodes] == [e.verdict.reward for e in b.episodes]
+    assert [e.verdict.reason for e in a.episodes] == [e.verdict.reason for e in b.episodes]
 
 
 def test_killed_workers_are_replaced_and_their_task_retried(executor: RayExecutor, in_process: Any) -> None:
     run, sampler = in_process
     tasks = run.tasks.tasks_for_step(0, 4)
-    _same(executor(0, tasks, 0), sampler(0, tasks, 0))
+    _same(executor.sampler(0, tasks, 0), sampler(0, tasks, 0))
     assert executor.step_metrics(0)["executor/retries"] == 0.0
     ray.kill(executor.rollout.actors[0])  # the rollout replica dies
     os.kill(ray.get(executor.sandbox.actors[0].pid.remote()), signal.SIGKILL)  # so does the sandbox's
     executor.publish_weights(run.model, version=1)  # the same weights, as the version step 1 starts from
-    result = executor(1, tasks, 0)
-    _same(result, sampler(1, tasks, 0))  # nothing lost, nothing scored twice, same samples
-    assert len(result[1]) == result[0].num_rows == 32
+    result = executor.sampler(1, tasks, 0)
+    _same(result, sampler(1, tasks, 0))  # nothing lost, nothing judged twice, same samples
+    assert len(result.episodes) == 32 and all(e.valid for e in result.episodes)
     metrics = executor.step_metrics(1)
-    assert metrics["executor/tasks"] == 2.0  # one generate call, one scoring chunk
+    # start, one engine call, respond, close, judge, report; the first two retried on replacements
+    assert metrics["executor/tasks"] == 6.0
     assert metrics["executor/retries"] == 2.0 and metrics["executor/replaced_workers"] == 2.0
-    assert metrics["executor/failed_tasks"] == 0.0
+    assert metrics["executor/failed_tasks"] == 0.0 and metrics["executor/lost_episodes"] == 0.0
     assert metrics["executor/weight_version_used_min"] == 1.0  # the new replica got version 1 first
     assert metrics["executor/weight_staleness_max"] == 0.0
+
+
+def test_a_one_turn_partition_is_restored_when_its_worker_dies_after_answering(
+    executor: RayExecutor, in_process: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sandbox worker dies after the turns were answered, before the judge: a one-turn environment is
+    started again on the replacement and its answered turns replayed, so every episode is judged."""
+    from execrl.distributed.ray_environment import RemoteEnvironment, RemoteLive
+    from execrl.episodes import LocalBackend, run_episodes
+
+    run, sampler = in_process
+    real_close = RemoteLive.close
+
+    def close_after_a_kill(live: RemoteLive) -> None:
+        os.kill(ray.get(executor.sandbox.actors[0].pid.remote()), signal.SIGKILL)
+        real_close(live)
+
+    monkeypatch.setattr(RemoteLive, "close", close_after_a_kill)
+    counters = FaultCounters()
+    tasks = run.tasks.tasks_for_step(2, 2)
+    remote = RemoteEnvironment(sampler.environment, executor.sandbox, counters)
+    result = run_episodes(
+        remote, LocalBackend(run.engine, run.tokenizer), tasks, params=sampler.step_params(2, 0)
+    )
+    _same(result, sampler(2, tasks, 0))
+    assert (counters.replaced_workers, counters.retries, counters.lost_episodes) == (1, 1, 0)
 
 
 class Slow:
@@ -144,25 +166,35 @@ def test_a_worker_killed_mid_task_is_replaced_and_the_task_retried_once(local_ra
     )
 
 
-class AlwaysFails:
-    def score(self, tasks: list[Any], completions: list[str]) -> list[Any]:
+class JudgeFails(SandboxWorker):
+    def judge(self, rollout: str, finals: Any) -> Any:
         raise RuntimeError("sandbox host lost its cgroups")
 
 
-def test_a_scoring_task_failing_every_attempt_becomes_invalid_scores_with_the_reason(
-    executor: RayExecutor, in_process: Any
+def test_a_judgement_failing_every_attempt_becomes_invalid_verdicts_with_the_reason(
+    local_ray: None, config: TrainConfig, in_process: Any
 ) -> None:
-    run, _ = in_process
-    failing = ray.remote(AlwaysFails).options(num_cpus=0)
-    executor.sandbox.close()
-    executor.sandbox = ActorGroup("sandbox", failing.remote, 1, policy=RetryPolicy(2, 0.0), timeout_s=60)
-    tasks = run.tasks.tasks_for_step(0, 1)
+    from execrl.distributed.ray_environment import RemoteEnvironment
+    from execrl.episodes import LocalBackend, run_episodes
+
+    run, sampler = in_process
+    failing = ray.remote(JudgeFails).options(num_cpus=0)
+    group = ActorGroup("sandbox", lambda: failing.remote(config, run.tokenizer), 1, policy=RetryPolicy(2, 0.0),
+                       timeout_s=60)  # fmt: skip
     counters = FaultCounters()
-    scores = executor._score(tasks * 3, ["a", "b", "c"], counters)
-    assert [s.valid for s in scores] == [False, False, False]
-    assert scores[0].reason_code == "executor_error"
-    assert "scoring of rows 0..2 failed after 2 attempts" in scores[0].reason
-    assert "RuntimeError: sandbox host lost its cgroups" in scores[0].reason
+    try:
+        remote = RemoteEnvironment(sampler.environment, group, counters)
+        tasks = run.tasks.tasks_for_step(0, 1)
+        params = dataclasses.replace(sampler.params, samples_per_prompt=3)
+        result = run_episodes(remote, LocalBackend(run.engine, run.tokenizer), tasks, params=params)
+    finally:
+        group.close()
+    verdicts = [e.verdict for e in result.episodes]
+    assert [v.valid for v in verdicts] == [False, False, False]
+    assert {v.reason for v in verdicts} == {"executor_error"}
+    assert verdicts[0].score is not None
+    assert "judge of tasks 0..0 failed after 2 attempts" in verdicts[0].score.reason
+    assert "RuntimeError: sandbox host lost its cgroups" in verdicts[0].score.reason
     metrics = counters.drain()
     assert (metrics["executor/retries"], metrics["executor/failed_tasks"]) == (1.0, 1.0)
 
@@ -178,7 +210,7 @@ def test_an_executor_the_cluster_cannot_place_is_refused_naming_the_keys(
 def test_a_rollout_worker_refuses_weights_older_than_the_bound(config: TrainConfig, in_process: Any) -> None:
     run, sampler = in_process
     worker = RolloutWorker(config)
-    prompts, params = sampler.generation_inputs(0, run.tasks.tasks_for_step(0, 1), 0)
+    prompts, params = [run.tokenizer("def f():")["input_ids"]], sampler.step_params(0, 0)
     with pytest.raises(StaleWeights, match="version -1 < 0"):
         worker.generate(prompts, params, 0)
     worker.load_weights(5, run.model.state_dict())

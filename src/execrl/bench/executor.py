@@ -4,10 +4,12 @@ Both runs train ``--steps`` steps from the same seed, one after the other in thi
 on a local Ray instance, or ``--ray-address``), with the final evaluation off (it is not part of a step).
 Step time is the mean ``perf/step_s`` (plus, for Ray, the weight publication that follows the
 update) of the steps after the first (the first pays actor start and model
-loading on the Ray side). ``metrics_equal`` is true when every step's rewards and losses (``reward/*``,
-``loss/*``) agree within ``rtol=1e-5`` (Ray's workers run the same seeded generate call on the same
-weights, so they should agree to the bit). Goal, reported and not asserted: ``ray_step_s`` within 1.5x
-of ``inprocess_step_s`` on one machine. Exit 1 when the metrics differ.
+loading on the Ray side). ``metrics_equal`` is true when every step's rewards, losses, rollout shapes and
+the environment's own metrics (``reward/*``, ``loss/*``, ``rollout/*``, ``tools/*``, ``refine/*``, less the
+wall-clock and memory ones) agree within ``rtol=1e-5`` (Ray's workers make the same seeded engine calls on
+the same weights and answer the same turns, so they should agree to the bit). Any environment runs:
+``tools.enabled=true`` or ``refine.max_turns=2`` among the overrides. Goal, reported and not asserted:
+``ray_step_s`` within 1.5x of ``inprocess_step_s`` on one machine. Exit 1 when the metrics differ.
 
 ``--async`` runs both with the one-step-off loop (``algorithm.async_steps=1``, and for Ray
 ``executor.max_weight_staleness=1``): step t+1's rollout overlaps step t's update on either executor, and
@@ -29,7 +31,8 @@ from execrl.bench._report import write_report
 
 __all__ = ["add_arguments", "compare_metrics", "run"]
 
-COMPARED_PREFIXES = ("reward/", "loss/")
+COMPARED_PREFIXES = ("reward/", "loss/", "rollout/", "tools/", "refine/")
+NOT_COMPARED = frozenset({"tools/time_share", "tools/session_memory_mb_max"})  # wall clock, memory
 RTOL = 1e-5
 NO_WALL_TIME_LIMIT_S = 10**7
 
@@ -57,13 +60,17 @@ def compare_metrics(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[st
         return [f"steps differ: {[r['step'] for r in a]} vs {[r['step'] for r in b]}"]
     out = []
     for row_a, row_b in zip(a, b, strict=True):
-        keys = {k for k in row_a.keys() | row_b.keys() if k.startswith(COMPARED_PREFIXES)}
+        keys = {k for k in row_a.keys() | row_b.keys() if _compared(k)}
         for key in sorted(keys):
             x, y = row_a.get(key), row_b.get(key)
             same = x is not None and y is not None and math.isclose(x, y, rel_tol=RTOL, abs_tol=1e-9)
             if not same and not (x is not None and y is not None and math.isnan(x) and math.isnan(y)):
                 out.append(f"step {row_a['step']} {key}: {x} vs {y}")
     return out
+
+
+def _compared(key: str) -> bool:
+    return key.startswith(COMPARED_PREFIXES) and key not in NOT_COMPARED
 
 
 def _train(base: list[str], kind: str, args: argparse.Namespace, out_dir: Path) -> list[dict[str, Any]]:
@@ -114,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
         "ray_weight_staleness_max": max(r.get("executor/weight_staleness_max", 0.0) for r in ray_rows),
         "ray_weight_version_used_each": [r.get("executor/weight_version_used_min") for r in ray_rows],
         "ray_weight_staleness_each": [r.get("executor/weight_staleness_max") for r in ray_rows],
-        "compared_metrics": sorted({k for r in inprocess for k in r if k.startswith(COMPARED_PREFIXES)}),
+        "compared_metrics": sorted({k for r in inprocess for k in r if _compared(k)}),
+        "ray_lost_episodes": sum(r.get("executor/lost_episodes", 0.0) for r in ray_rows),
         "overrides": list(args.overrides),
     }
     summary["ratio_ray_vs_inprocess"] = summary["ray_step_s"] / summary["inprocess_step_s"]

@@ -1,4 +1,5 @@
-"""The executor: where a step's generate-and-score work runs. The recipe talks only to this interface.
+"""The executor: where a step's rollout (generation, the environment's answers, the judge) runs. The recipe
+talks only to this interface.
 
     executor = build_executor(config, sampler)        # in-process (default) or Ray (executor.kind="ray")
     groups = executor.sampler.sample_step(step, ...)  # a recipe's step samples its episodes through it
@@ -15,10 +16,11 @@ whose environment answers on the sandbox actors (the driver keeps its own sandbo
 the final evaluation).
 
 In-process: the engine shares the trainer's model object, so weights are always current and a debugger
-steps straight through. Ray (``ray_executor.py``, the only module that imports ``ray``): rollout worker
-actors with their own engine and model replica, sandbox worker actors that also compute the rewards
-next to their sandboxes, and the trainer driver (the ``execrl train`` process, placed where you start
-it). Resources are declared per role in ``executor.*`` (CPUs, GPUs).
+steps straight through. Ray (``ray_executor.py`` and its ``ray_*`` modules, the only ones that import
+``ray``): rollout worker actors with their own engine and model replica, sandbox worker actors holding the
+run's environment (tool sessions, feedback, the judge) next to their sandboxes, and the trainer driver
+(the ``execrl train`` process, placed where you start it) running the rollout loop between them.
+Resources are declared per role in ``executor.*`` (CPUs, GPUs).
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """Retry policy and fault counters of the executors (no ray, no torch: pure bookkeeping).
 
 Taxonomy (NeMo-RL's split, research notes A.4): a worker that died or hung (infrastructure) is replaced
-and its work retried on a healthy worker; a task that raised inside a live worker is retried too, since a
-transient cause (a sandbox out of slots) looks the same from outside. Either way attempts are bounded
-(``RetryPolicy.max_attempts``) with exponential backoff; what still fails becomes an invalid score with
-its reason (scoring) or ``TaskFailed`` (generation, which has no per-sample fallback), never a silent
-drop. Results are taken only from the attempt that succeeded, so nothing is counted twice.
+and its work retried on a healthy worker; a task that raised inside a live worker is retried too (where
+repeating it has no side effect: an engine call, a judgement), since a transient cause (a sandbox out of
+slots) looks the same from outside. Either way attempts are bounded (``RetryPolicy.max_attempts``) with
+exponential backoff; what still fails becomes an invalid verdict with its reason (judging) or
+``TaskFailed`` (generation, which has no per-sample fallback), never a silent drop. Work that died with
+its worker and cannot be redone (an episode whose sandbox session was on it) is ended and counted
+(``lost_episodes``). Results are taken only from the attempt that succeeded, so nothing is counted twice.
 """
 
 from __future__ import annotations
@@ -46,23 +48,32 @@ class RetryPolicy:
 
 @dataclass
 class FaultCounters:
-    """What happened since the last ``drain``: tasks submitted, retries, workers replaced, tasks lost."""
+    """What happened since the last ``drain``: tasks submitted, retries, workers replaced, tasks that failed
+    every attempt, and episodes ended because the worker holding their environment died."""
 
     tasks: int = 0
     retries: int = 0
     replaced_workers: int = 0
     failed_tasks: int = 0
+    lost_episodes: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def count(
-        self, *, tasks: int = 0, retries: int = 0, replaced_workers: int = 0, failed_tasks: int = 0
+        self,
+        *,
+        tasks: int = 0,
+        retries: int = 0,
+        replaced_workers: int = 0,
+        failed_tasks: int = 0,
+        lost_episodes: int = 0,
     ) -> None:
-        """Add to the counters (streaming calls count from several threads at once)."""
+        """Add to the counters (the rollout loop and its judging thread count at once)."""
         with self._lock:
             self.tasks += tasks
             self.retries += retries
             self.replaced_workers += replaced_workers
             self.failed_tasks += failed_tasks
+            self.lost_episodes += lost_episodes
 
     def drain(self) -> dict[str, float]:
         """The step's ``executor/*`` metrics (``retry_rate`` = retries / tasks, what the alarm watches)."""
@@ -73,19 +84,20 @@ class FaultCounters:
                 "executor/retry_rate": self.retries / self.tasks if self.tasks else 0.0,
                 "executor/replaced_workers": float(self.replaced_workers),
                 "executor/failed_tasks": float(self.failed_tasks),
+                "executor/lost_episodes": float(self.lost_episodes),
             }
-            self.tasks = self.retries = self.replaced_workers = self.failed_tasks = 0
+            self.tasks = self.retries = self.replaced_workers = self.failed_tasks = self.lost_episodes = 0
         return metrics
 
 
 @dataclass
 class StepLog:
-    """What the generate-and-score calls of one step did (the async loop samples step t+1 while step t is
-    logged, so the executor keeps one log per step instead of one running total)."""
+    """What the rollout calls of one step did (the async loop samples step t+1 while step t is logged, so
+    the executor keeps one log per step instead of one running total)."""
 
     counters: FaultCounters = field(default_factory=FaultCounters)
-    versions_used: list[int] = field(default_factory=list)  # one per generate call
-    staleness: list[int] = field(default_factory=list)  # step - version used, one per generate call
+    versions_used: list[int] = field(default_factory=list)  # one per engine call
+    staleness: list[int] = field(default_factory=list)  # step - version used, one per engine call
     weight_pushes: int = 0
 
     def metrics(self) -> dict[str, float]:

@@ -34,6 +34,7 @@ def test_counters_drain_into_step_metrics_and_reset() -> None:
         "executor/retry_rate": 0.3,
         "executor/replaced_workers": 2.0,
         "executor/failed_tasks": 1.0,
+        "executor/lost_episodes": 0.0,
     }
     assert counters.drain()["executor/retry_rate"] == 0.0  # no tasks: rate 0, not a division by zero
 
@@ -49,27 +50,26 @@ def test_the_default_alarm_fires_when_the_retry_rate_passes_a_tenth() -> None:
     assert [e.rule for e in engine.observe(1, {"executor/retry_rate": 0.25}).fired] == ["executor_retries"]
 
 
-def test_in_process_executor_delegates_and_reports_the_version() -> None:
-    calls = []
-
-    def sampler(step: int, tasks: list[str], round_: int) -> tuple[str, list[str]]:
-        calls.append((step, tasks, round_))
-        return "rollout", ["score"]
-
+def test_in_process_executor_samples_through_the_recipes_sampler_and_reports_nothing() -> None:
+    sampler = object()
     executor = InProcessExecutor(sampler)  # type: ignore[arg-type]
-    assert executor(3, ["t"], 1) == ("rollout", ["score"])
+    assert executor.sampler is sampler
     executor.publish_weights(None, version=4)  # type: ignore[arg-type]
-    assert calls == [(3, ["t"], 1)]
+    assert executor.version == 4
     assert executor.step_metrics(3) == {}  # an in-process run's metrics stay exactly as they were
 
 
 def test_in_process_behaviour_sampler_is_the_sampler_on_the_behaviour_engine() -> None:
-    from execrl.components.sampling import GroupSampler
+    from execrl.components.sampling import StepSampler
+    from execrl.episodes import LocalBackend, SingleTurn
     from execrl.rollout.types import SamplingParams
 
-    sampler = GroupSampler("engine", None, None, None, SamplingParams(), seed=1)  # type: ignore[arg-type]
+    environment = SingleTurn(None, None)  # type: ignore[arg-type]
+    backend = LocalBackend("engine", "tokenizer")  # type: ignore[arg-type]
+    sampler = StepSampler(environment, backend, SamplingParams(), seed=1)
     behaviour = InProcessExecutor(sampler).behaviour_sampler(engine="behaviour engine", version=3)  # type: ignore[arg-type]
-    assert behaviour.engine == "behaviour engine" and behaviour.seed == 1 and type(behaviour) is GroupSampler
+    assert type(behaviour) is StepSampler and behaviour.seed == 1 and behaviour.environment is environment
+    assert behaviour.backend.engine == "behaviour engine" and behaviour.backend.tokenizer == "tokenizer"  # type: ignore[attr-defined]
 
 
 def test_only_the_distributed_package_imports_ray() -> None:
@@ -119,11 +119,12 @@ def test_ray_async_needs_a_staleness_bound_covering_the_pipeline() -> None:
     assert load_config(None, ["executor.kind=ray", "rollout.stream_scoring=true"]).rollout.stream_scoring
 
 
-def test_ray_refuses_the_multi_turn_refine_recipe() -> None:
-    from execrl.config import ConfigError, load_config
+def test_ray_takes_every_environment() -> None:
+    """The Ray executor runs the multi-turn environments too (issue 36): no refusal left for them."""
+    from execrl.config import load_config
 
-    with pytest.raises(ConfigError, match="does not run the multi-turn refine recipe"):
-        load_config(None, ["executor.kind=ray", "refine.max_turns=2"])
+    assert load_config(None, ["executor.kind=ray", "refine.max_turns=2"]).refine.max_turns == 2
+    assert load_config(None, ["executor.kind=ray", "tools.enabled=true"]).tools.enabled
 
 
 def test_train_flags_set_the_executor_keys() -> None:

@@ -70,6 +70,7 @@ def test_step_log_metrics_report_the_oldest_version_and_the_worst_staleness() ->
         "executor/retry_rate": 0.25,
         "executor/replaced_workers": 0.0,
         "executor/failed_tasks": 0.0,
+        "executor/lost_episodes": 0.0,
         "executor/weight_version_used_min": 2.0,
         "executor/weight_staleness_max": 2.0,
         "executor/weight_pushes": 2.0,
