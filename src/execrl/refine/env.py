@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from execrl.episodes.environment import Final
 from execrl.episodes.single import first_messages, verdict_of
-from execrl.episodes.types import Episode, Prompt, Response, TurnView, Verdict
+from execrl.episodes.types import Episode, Message, Prompt, Response, TurnView, Verdict
 from execrl.refine.feedback import FeedbackFormat, render_feedback
+from execrl.refine.runs import Attempt, best_visible_index
 from execrl.rewards import RewardConfig, Score, extract_code, score_batch
 from execrl.tasks.schema import CodeSpec, Task
 
@@ -68,34 +69,6 @@ class MultiTurnConfig:
 
 
 @dataclass(frozen=True)
-class Attempt:
-    """One generation and its verdicts. ``hidden_passed`` is for reports only (never shown or used)."""
-
-    turn: int  # 1-based
-    messages: tuple[tuple[str, str], ...]  # the (role, content) conversation this attempt answered
-    completion: str
-    code: str | None  # the extracted program, None when no code block was found
-    visible_passed: bool
-    visible_reason: str
-    visible_fraction: float
-    visible_tests: tuple[tuple[str, str], ...]  # (name, verdict) of each visible test
-    hidden_passed: bool
-    prompt_tokens: int
-    completion_tokens: int
-    feedback: str | None = None  # what the model was told after this attempt (None: it stopped here)
-    error: str | None = None  # the backend could not answer (no text; the problem stops here)
-
-
-def best_visible_index(attempts: Sequence[Attempt]) -> int:
-    """The attempt resampling returns: visible pass first, then pass fraction, then the earliest."""
-
-    def key(i: int) -> tuple[bool, float, int]:
-        return attempts[i].visible_passed, attempts[i].visible_fraction, -i
-
-    return max(range(len(attempts)), key=key)
-
-
-@dataclass(frozen=True)
 class RefineEnvironment:
     """Visible-test feedback between turns (module docstring)."""
 
@@ -108,7 +81,9 @@ class RefineEnvironment:
     name: str = "refine"
 
     @classmethod
-    def from_config(cls, config: TrainConfig, *, runner: SyncRunner, reward: RewardConfig) -> RefineEnvironment:
+    def from_config(
+        cls, config: TrainConfig, *, runner: SyncRunner, reward: RewardConfig
+    ) -> RefineEnvironment:
         """Multi-turn RL's environment: ``[refine]`` by name (the feedback caps keep their defaults)."""
         from execrl.config import build
 
@@ -143,7 +118,7 @@ class _State:
     invalid_turns: int = 0
     visible_passed: bool = False
     attempts: list[Attempt] = field(default_factory=list)
-    messages: tuple[dict[str, Any], ...] = ()  # the conversation the next attempt answers
+    messages: tuple[Message, ...] = ()  # the conversation the next attempt answers
 
 
 @dataclass
@@ -203,7 +178,9 @@ class _Live:
         shifted = {order[k]: order[(k + 1) % len(order)] for k in range(len(order))}
         return [texts[shifted[i]] if i in shifted else t for i, t in enumerate(texts)]
 
-    def _respond(self, view: TurnView, visible: Score | None, hidden: Score | None, feedback: str) -> Response:
+    def _respond(
+        self, view: TurnView, visible: Score | None, hidden: Score | None, feedback: str
+    ) -> Response:
         state = self.states.setdefault(view.episode, _State(messages=self.prompt(view.task_index).messages))
         task = self.tasks[view.task_index]
         done = view.turn >= self.max_turns or not self._refinable(task) or bool(view.error)
@@ -212,7 +189,9 @@ class _Live:
             state.visible_passed = visible.passed
             done = done or visible.passed
         if self.env.record_attempts:
-            state.attempts.append(self._attempt(task, view, state, visible, hidden, None if done else feedback))
+            state.attempts.append(
+                self._attempt(task, view, state, visible, hidden, None if done else feedback)
+            )
         if done:
             return Response(done=True, stop="answer" if visible is None or visible.passed else "max_turns")
         message = {"role": "user", "content": feedback}
@@ -246,7 +225,11 @@ class _Live:
         texts = []
         for f in finals:
             attempts = self.states.get(f.episode, _State()).attempts
-            chosen = attempts[best_visible_index(attempts)] if self.env.condition == "resample" and attempts else None
+            chosen = (
+                attempts[best_visible_index(attempts)]
+                if self.env.condition == "resample" and attempts
+                else None
+            )
             texts.append(chosen.completion if chosen is not None else f.text)
         hidden = self._scores([self.tasks[f.task_index] for f in finals], texts, hidden=True)
         out = []

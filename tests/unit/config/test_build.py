@@ -70,7 +70,7 @@ def test_every_internal_config_of_a_run_has_a_source_for_every_field(overrides: 
     copies the knobs it names."""
     from execrl.distributed.faults import RetryPolicy
     from execrl.recipes.evaluate import run_eval_config
-    from execrl.recipes.refine_rl import multi_turn_config
+    from execrl.refine.env import RefineEnvironment
 
     config = load_config(None, overrides)
     trainer = setup.trainer_config(config)
@@ -85,7 +85,11 @@ def test_every_internal_config_of_a_run_has_a_source_for_every_field(overrides: 
     assert setup.sampling_params(config).top_k == config.rollout.top_k
     assert run_eval_config(config).max_new_tokens == config.rollout.eval_max_new_tokens
     if config.refine.multi_turn:
-        assert multi_turn_config(config).feedback == config.refine.feedback
+        refine = RefineEnvironment.from_config(config, runner=None, reward=reward)  # type: ignore[arg-type]
+        assert (refine.config.feedback, refine.config.max_turns) == (
+            config.refine.feedback,
+            config.refine.max_turns,
+        )
     if config.tools.enabled:
         from execrl.recipes.tools_rl import tool_config
 
