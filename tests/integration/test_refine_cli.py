@@ -91,9 +91,13 @@ def test_refine_kv_cache_flag_sizes_the_local_engines_prefix_cache(tiny_model_di
     from execrl.refine.cli import _backend
 
     args = build_parser().parse_args(["refine", "--model", str(tiny_model_dir), "--kv-cache-mb", "3"])
-    assert _backend(args).engine.prefix_cache.max_bytes == 3 << 20
+    backend, _ = _backend(args)
+    with backend.session(2):  # the refine run holds one session around its conditions (evaluate.py)
+        assert backend.engine.prefix_cache.max_bytes == 3 << 20
     off = build_parser().parse_args(["refine", "--model", str(tiny_model_dir), "--kv-cache-mb", "0"])
-    assert _backend(off).engine.prefix_cache is None
+    backend, _ = _backend(off)
+    with backend.session(2):
+        assert backend.engine.prefix_cache is None
 
 
 @pytest.mark.slow

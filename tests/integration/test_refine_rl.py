@@ -1,4 +1,5 @@
-"""Multi-turn refine RL on a tiny model, through the main loop's setup, scheduler and telemetry.
+"""Multi-turn refine RL on a tiny model: GRPO (``execrl.recipes.grpo``) with the refine environment
+(``refine.max_turns > 1``), through the main loop's setup, scheduler and telemetry.
 
 The toy domain (reward = share of words starting with A-F, scored in the sandbox) is refinable: a turn
 that fails the visible check gets feedback in its context, so episodes really are multi-turn.
@@ -11,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from execrl.recipes.refine_rl import train
 from test_train_cli import _run_dir
 from test_train_resume_exact import assert_same_run, sigkill_then_resume
 from toy_domain import toy_overrides
 
 from execrl.config import load_config
-from execrl.recipes import refine_rl
+from execrl.recipes import grpo
+from execrl.recipes.grpo import train
 from execrl.recipes.loop import Run, StopReason
 from execrl.telemetry import read_alarms, read_metrics
 
@@ -104,17 +105,17 @@ def test_refine_rl_crash_then_resume_equals_uninterrupted(
     twice. In-process (fast); the SIGKILL + ``execrl train --resume`` twin below is marked slow."""
     common = _resume_overrides(tiny_model_dir, toy_tasks_file, second_domain, tmp_path)
     straight = train(load_config(None, [*common, f"run.output_dir={tmp_path / 'straight'}"]), progress=False)
-    real_step = refine_rl.train_step
+    real_step = grpo.train_step
 
     def dies_in_step_2(run: Run, step: int, **parts: Any) -> dict[str, float]:
         if step == 2:
             raise RuntimeError("simulated crash")
         return real_step(run, step, **parts)
 
-    monkeypatch.setattr(refine_rl, "train_step", dies_in_step_2)
+    monkeypatch.setattr(grpo, "train_step", dies_in_step_2)
     with pytest.raises(RuntimeError, match="simulated crash"):
         train(load_config(None, [*common, f"run.output_dir={tmp_path / 'crashed'}"]), progress=False)
-    monkeypatch.setattr(refine_rl, "train_step", real_step)
+    monkeypatch.setattr(grpo, "train_step", real_step)
     crashed_dir = _run_dir(tmp_path / "crashed")
     resumed = train(load_config(crashed_dir / "config.toml"), resume_dir=crashed_dir, progress=False)
     assert resumed.run_dir == crashed_dir and resumed.last_step == 2

@@ -1,19 +1,21 @@
 """`execrl bench refine-kv`: a refine run with KV reuse across turns vs the same run re-prefilling every turn.
 
-Both sides run the refine condition (first attempt + ``--rounds - 1`` repairs with detailed feedback) of
-:mod:`execrl.refine.loop` through :class:`execrl.refine.backends.LocalBackend` on the same engine object,
-greedy, so they generate the same tokens (``identical_completions`` checks it):
+Both sides run the refine condition (first attempt + ``--rounds - 1`` repairs with detailed feedback,
+:func:`execrl.refine.evaluate.run_condition`: the one rollout loop with the refine environment) through
+:class:`execrl.episodes.LocalBackend` on the same engine object, greedy, so they generate the same tokens
+(``identical_completions`` checks it):
 
-- ``reuse``: the backend's prefix cache on (:mod:`execrl.rollout.prefix_cache`);
-- ``no_reuse``: ``reuse_kv_max_bytes=0``, every turn re-encodes and re-prefills the whole conversation
-  (the behaviour before the prefix cache, the peer).
+- ``reuse``: the backend's prefix cache on inside the rollout call (:mod:`execrl.rollout.prefix_cache`);
+- ``no_reuse``: ``reuse_kv_max_bytes=0``, every turn re-prefills the whole conversation (the behaviour
+  before the prefix cache, the peer).
 
 Reported per side: prompt tokens prefilled and reused, prefill seconds, generation seconds (all
 ``generate`` calls) and wall seconds of the whole refine (sandbox included, identical work on both sides);
 ``prefill_tokens_saved`` and ``prefill_s_ratio``/``wall_s_ratio`` (no_reuse over reuse). ``--model tiny``
 uses a tiny random Llama with SmolLM2's tokenizer (its code never passes, so every problem takes all rounds).
 
-Measured (2026-12-01, 2 shared CPU cores at load average ~16, so the times are noise-dominated):
+Measured (2026-12-01, before the port onto the rollout loop, when a turn re-encoded the conversation's text;
+now a turn's context is the exact ids so far, so every lookup of the cache can hit; 2 shared CPU cores at load average ~16, so the times are noise-dominated):
 ``execrl bench refine-kv --model tiny --limit 3 --max-new-tokens 32`` (one run per side, before
 ``--repeats`` existed): 9 turns per side, identical completions; prompt tokens prefilled 2375 without reuse
 vs 943 with it (1432 = 60% served from the cache). Times in that run: prefill 4.8 s vs 7.6 s, wall 85 s vs
@@ -103,16 +105,15 @@ def _load(name: str) -> tuple[Any, Any, str]:
 
 
 def _side(side: str, engine: Any, tokenizer: Any, tasks: Any, sandbox: Any, config: Any) -> dict[str, Any]:
-    from execrl.refine.backends import LocalBackend
-    from execrl.refine.loop import first_attempts, run_refine
+    from execrl.episodes import LocalBackend
+    from execrl.refine.evaluate import run_condition
 
     engine.prefix_cache = None
     recorder = _Recorder(engine)
     reuse_bytes = 4 << 30 if side == "reuse" else 0
-    backend = LocalBackend(recorder, tokenizer, name=side, reuse_kv_max_bytes=reuse_bytes)  # type: ignore[arg-type]
+    backend = LocalBackend(recorder, tokenizer, reuse_kv_max_bytes=reuse_bytes)  # type: ignore[arg-type]
     start = time.perf_counter()
-    first = first_attempts(tasks, backend, sandbox, config)
-    runs = run_refine(tasks, backend, sandbox, config, first=first)
+    runs = run_condition(tasks, backend, sandbox, config, condition="refine")  # the cache lives in the call
     wall = time.perf_counter() - start
     engine.prefix_cache = None
     return {
@@ -140,8 +141,7 @@ def _fastest(results: list[dict[str, Any]]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from execrl.refine.backends import GenerationParams
-    from execrl.refine.loop import RefineConfig
+    from execrl.refine.runs import GenerationParams, RefineConfig
     from execrl.rollout.engine import create_engine
     from execrl.sandbox import Sandbox, SandboxConfig
     from execrl.tasks import load_suite

@@ -15,7 +15,9 @@ episode at the same turn, the same seed) become one call, exactly the calls the 
 old multi-turn loops made; requests with other parameters (a streamed group's own seed) wait for a later
 call. An engine that also offers ``submit(prompt_ids, params) -> Future[RolloutBatch]`` (the vLLM engine)
 gets each request as soon as it is queued and ``wait`` returns whichever finished first: continuous
-batching across episodes instead of lock-step.
+batching across episodes instead of lock-step. With ``prompts_per_batch`` / ``max_batch_tokens`` (off by
+default; ``execrl refine`` sets them) a synchronous ``wait`` splits its call into chunks
+(``token_budget_chunks``) and returns all of them.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     from execrl.rollout.engine import Engine
     from execrl.rollout.types import RolloutBatch
 
-__all__ = ["Backend", "LocalBackend", "completions_of"]
+__all__ = ["Backend", "LocalBackend", "completions_of", "token_budget_chunks"]
 
 log = logging.getLogger("execrl.episodes")
 
@@ -98,13 +100,48 @@ def completions_of(batch: RolloutBatch, tokenizer: Any, caps: Sequence[int]) -> 
     return out
 
 
+def token_budget_chunks(
+    prompt_lengths: Sequence[int], max_prompts: int, max_tokens: int, max_new_tokens: int
+) -> list[tuple[int, int]]:
+    """Consecutive [start, end) chunks, in order: at most ``max_prompts`` each, and at most ``max_tokens``
+    padded tokens (count x (longest prompt + ``max_new_tokens``)) unless a single prompt is over it alone
+    (it then gets a chunk of its own)."""
+    chunks: list[tuple[int, int]] = []
+    start = 0
+    while start < len(prompt_lengths):
+        end, longest = start + 1, prompt_lengths[start]
+        while end < len(prompt_lengths) and end - start < max_prompts:
+            wider = max(longest, prompt_lengths[end])
+            if (end - start + 1) * (wider + max_new_tokens) > max_tokens:
+                break
+            end, longest = end + 1, wider
+        chunks.append((start, end))
+        start = end
+    return chunks
+
+
 class LocalBackend:
     """The local engine, in token space (module docstring). ``reuse_kv_max_bytes``: keys/values of earlier
-    turns kept inside ``session()`` (0: off; engines without a prefix cache ignore it)."""
+    turns kept inside ``session()`` (0: off; engines without a prefix cache ignore it).
 
-    def __init__(self, engine: Engine, tokenizer: Any, *, reuse_kv_max_bytes: int = 2 << 30) -> None:
+    ``prompts_per_batch`` / ``max_batch_tokens`` (None: off, one engine call per ``wait``): a synchronous
+    engine call holds at most that many requests / padded tokens (rows x (longest prompt +
+    ``max_new_tokens``)). Why: keys/values and attention scores grow with batch x length, and the later
+    turns of a refine sweep are long: one call over 64 conversations of ~900 prompt tokens took the process
+    to 14 GB and the OOM killer on a 24 GB machine."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        tokenizer: Any,
+        *,
+        reuse_kv_max_bytes: int = 2 << 30,
+        prompts_per_batch: int | None = None,
+        max_batch_tokens: int | None = None,
+    ) -> None:
         self.engine, self.tokenizer = engine, tokenizer
         self.reuse_kv_max_bytes = reuse_kv_max_bytes
+        self.prompts_per_batch, self.max_batch_tokens = prompts_per_batch, max_batch_tokens
         self._queued: list[TurnRequest] = []
         self._futures: dict[Future[RolloutBatch], TurnRequest] = {}
         self._async = callable(getattr(engine, "submit", None))
@@ -134,14 +171,31 @@ class LocalBackend:
         params = self._queued[0].params
         chosen = [r for r in self._queued if r.params == params]
         self._queued = [r for r in self._queued if r.params != params]
-        try:
-            batch = self.engine.generate([list(r.context.token_ids) for r in chosen], params)
-        except ValueError as exc:  # the engine refused these prompts (too long, bad ids): those episodes only
-            log.warning("the engine refused %d requests: %s", len(chosen), exc)
-            failed = Completion((), (), (), "", "error", error=f"engine: {exc}")
-            return [TurnResult(r.key, (failed,) * r.params.samples_per_prompt) for r in chosen]
-        rows = completions_of(batch, self.tokenizer, [r.max_new_tokens for r in chosen])
-        return [TurnResult(r.key, c) for r, c in zip(chosen, rows, strict=True)]
+        out = []
+        for start, end in self._chunks(chosen):
+            part = chosen[start:end]
+            try:
+                batch = self.engine.generate([list(r.context.token_ids) for r in part], params)
+            except ValueError as exc:  # the engine refused these prompts (too long, bad ids): those only
+                log.warning("the engine refused %d requests: %s", len(part), exc)
+                failed = Completion((), (), (), "", "error", error=f"engine: {exc}")
+                out += [TurnResult(r.key, (failed,) * r.params.samples_per_prompt) for r in part]
+                continue
+            rows = completions_of(batch, self.tokenizer, [r.max_new_tokens for r in part])
+            out += [TurnResult(r.key, c) for r, c in zip(part, rows, strict=True)]
+            if len(part) < len(chosen):
+                log.info("generated %d/%d requests (%d of %d prompt tokens reused)", end, len(chosen),
+                         batch.stats.reused_prompt_tokens, batch.stats.prompt_tokens)  # fmt: skip
+        return out
+
+    def _chunks(self, chosen: Sequence[TurnRequest]) -> list[tuple[int, int]]:
+        if self.prompts_per_batch is None and self.max_batch_tokens is None:
+            return [(0, len(chosen))]
+        params = chosen[0].params
+        return token_budget_chunks(
+            [len(r.context.token_ids) for r in chosen], self.prompts_per_batch or len(chosen),
+            (self.max_batch_tokens or 1 << 62) // params.samples_per_prompt, params.max_new_tokens,
+        )  # fmt: skip
 
     def _wait_async(self) -> list[TurnResult]:
         if not self._futures:

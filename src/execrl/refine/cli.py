@@ -10,14 +10,17 @@ from pathlib import Path
 from typing import Any
 
 
-def _backend(args: argparse.Namespace) -> Any:
+def _backend(args: argparse.Namespace) -> tuple[Any, str]:
+    """The rollout loop's backend for ``args`` and its name for the summary."""
     if args.base_url:
-        from execrl.refine.backends import OpenAIBackend
+        from execrl.episodes.chat import ChatBackend, Endpoint
 
-        return OpenAIBackend(args.base_url, args.model, api_key=args.api_key, concurrency=args.concurrency)
+        endpoint = Endpoint(args.base_url, args.model, api_key=args.api_key, timeout_s=args.timeout_s)
+        chat = ChatBackend(endpoint, concurrency=args.concurrency)
+        return chat, chat.name
     import torch
 
-    from execrl.refine.backends import LocalBackend
+    from execrl.episodes import LocalBackend
     from execrl.rollout.engine import create_engine
     from execrl.serve.export import load_any_model
 
@@ -25,19 +28,15 @@ def _backend(args: argparse.Namespace) -> Any:
         torch.set_num_threads(args.threads)
     model, tokenizer, source = load_any_model(args.model)
     engine = create_engine("hf", model=model, tokenizer=tokenizer)
-    return LocalBackend(
-        engine,
-        tokenizer,
-        name=source.description,
-        prompts_per_batch=args.prompts_per_batch,
+    local = LocalBackend(
+        engine, tokenizer, reuse_kv_max_bytes=args.kv_cache_mb << 20, prompts_per_batch=args.prompts_per_batch,
         max_batch_tokens=args.max_batch_tokens,
-        reuse_kv_max_bytes=args.kv_cache_mb << 20,
-    )
+    )  # fmt: skip
+    return local, source.description
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from execrl.refine.backends import GenerationParams
-    from execrl.refine.loop import RefineConfig
+    from execrl.refine.runs import GenerationParams, RefineConfig
 
     generation = GenerationParams(
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p, seed=args.seed
@@ -75,15 +74,19 @@ def _refine(args: argparse.Namespace) -> int:
     try:
         config = _config(args)
         tasks = load_suite(args.suite, split=args.split)[: args.limit]
-        backend = _backend(args)
+        backend, name = _backend(args)
     except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     trace = args.trace or (args.json.with_suffix(".trace.jsonl") if args.json else None)
-    with Sandbox(SandboxConfig(workers=args.sandbox_workers)) as sandbox:
-        summary = evaluate_refine(
-            tasks, backend, sandbox, config, conditions=args.conditions.split(","), trace_path=trace
-        )
+    try:
+        with Sandbox(SandboxConfig(workers=args.sandbox_workers)) as sandbox:
+            summary = evaluate_refine(
+                tasks, backend, sandbox, config, conditions=args.conditions.split(","), trace_path=trace,
+                backend_name=name,
+            )  # fmt: skip
+    finally:
+        getattr(backend, "close", lambda: None)()
     summary["suite"], summary["split"] = args.suite, args.split
     print(format_summary(summary))
     if args.json:
@@ -159,6 +162,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     r.add_argument("--base-url", help="an OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1)")
     r.add_argument("--api-key", default="unused")
     r.add_argument("--concurrency", type=int, default=16, help="requests in flight (--base-url)")
+    r.add_argument(
+        "--timeout-s", type=float, default=3600.0, help="--base-url: one request's total deadline (seconds)"
+    )
     r.add_argument("--suite", default="humaneval")
     r.add_argument("--split", default="test")
     r.add_argument("--rounds", type=int, default=3, help="generations per problem at most (1 + repairs)")

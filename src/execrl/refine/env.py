@@ -29,6 +29,7 @@ from execrl.episodes.environment import Final
 from execrl.episodes.single import first_messages, verdict_of
 from execrl.episodes.types import Episode, Message, Prompt, Response, TurnView, Verdict
 from execrl.refine.feedback import FeedbackFormat, render_feedback
+from execrl.refine.runs import Attempt, best_visible_index
 from execrl.rewards import RewardConfig, Score, extract_code, score_batch
 from execrl.tasks.schema import CodeSpec, Task
 
@@ -65,34 +66,6 @@ class MultiTurnConfig:
             raise ValueError(
                 "max_failures_shown must be >= 1, max_feedback_chars >= 20 and max_feedback_tokens >= 16"
             )
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One generation and its verdicts. ``hidden_passed`` is for reports only (never shown or used)."""
-
-    turn: int  # 1-based
-    messages: tuple[tuple[str, str], ...]  # the (role, content) conversation this attempt answered
-    completion: str
-    code: str | None  # the extracted program, None when no code block was found
-    visible_passed: bool
-    visible_reason: str
-    visible_fraction: float
-    visible_tests: tuple[tuple[str, str], ...]  # (name, verdict) of each visible test
-    hidden_passed: bool
-    prompt_tokens: int
-    completion_tokens: int
-    feedback: str | None = None  # what the model was told after this attempt (None: it stopped here)
-    error: str | None = None  # the backend could not answer (no text; the problem stops here)
-
-
-def best_visible_index(attempts: Sequence[Attempt]) -> int:
-    """The attempt resampling returns: visible pass first, then pass fraction, then the earliest."""
-
-    def key(i: int) -> tuple[bool, float, int]:
-        return attempts[i].visible_passed, attempts[i].visible_fraction, -i
-
-    return max(range(len(attempts)), key=key)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ def refine_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
         "refine/context_tokens_mean": sum(len(e.token_ids) for e in episodes) / n,
     }
     if with_feedback:
-        out["refine/fix_rate"] = sum(e.info.get("visible_passed", 0.0) for e in with_feedback) / len(
-            with_feedback
-        )
+        fixed = sum(e.info.get("visible_passed", 0.0) for e in with_feedback)
+        out["refine/fix_rate"] = fixed / len(with_feedback)
     return out

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from execrl.eval.stats import bootstrap_ci, paired_bootstrap_diff
-from execrl.refine.loop import Attempt, ProblemRun, best_visible_index
+from execrl.refine.runs import Attempt, ProblemRun, best_visible_index
 
 __all__ = ["endpoint_errors", "hidden_at_round", "summarize", "transition_stats"]
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from execrl.refine.loop import ProblemRun
+from execrl.refine.runs import ProblemRun
 from execrl.sandbox.types import ellipsize
 
 REASON_CHARS = 80  # a turn's visible-test reason in ``format_trace``; longer ones end in "..."

@@ -15,7 +15,7 @@ def test_all_names_exist_and_are_unique() -> None:
         names = module.__all__
         assert len(names) == len(set(names)), module.__name__
         assert all(hasattr(module, name) for name in names), module.__name__
-    for required in ("run_refine", "run_resample", "render_feedback", "LocalBackend", "OpenAIBackend"):
+    for required in ("evaluate_refine", "run_condition", "RefineConfig", "SharedFirstTurns"):
         assert required in execrl.refine.__all__
     assert {"export_model", "load_any_model"} <= set(execrl.serve.__all__)
 

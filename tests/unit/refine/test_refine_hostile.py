@@ -6,14 +6,15 @@ reach the next prompt as feedback. Each test names the bug it guards against.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from execrl.refine import GenerationParams, RefineConfig, Reply, evaluate_refine, read_trace
-from execrl.refine.backends import Conversation
+from execrl.episodes.chat import ChatBackend, Endpoint
+from execrl.episodes.types import Completion
+from execrl.refine import RefineConfig, evaluate_refine, read_trace
 from execrl.refine.feedback import REMOVED, REPAIR_INSTRUCTION, render_feedback, strip_special_tokens
 from execrl.rewards import Score
 from execrl.sandbox import Sandbox, SandboxConfig
@@ -139,20 +140,21 @@ def _task(i: int) -> Task:
     )
 
 
-class FailsOnT1:
-    """Answers wrong; any conversation of problem t1 past its first turn is refused, as an
-    OpenAI-compatible server refuses a prompt past the model's context (HTTP 400)."""
+class FailsOnT1(ChatBackend):
+    """An endpoint (scripted, no HTTP) that answers wrong; any conversation of problem t1 past its first
+    turn is refused, as an OpenAI-compatible server refuses a prompt past the model's context (HTTP 400)."""
 
-    name = "fails-on-t1"
-    tokenizer = None
+    def __init__(self) -> None:
+        super().__init__(Endpoint("http://127.0.0.1:9/v1", "fails-on-t1"), concurrency=2)
 
-    def complete(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]:
-        return [
-            Reply("", 0, 0, "error", error="HTTP 400: context_length_exceeded")
-            if "Problem 1" in c[0]["content"] and len(c) > 1
-            else Reply(WRONG, 10, 5, "stop")
-            for c in conversations
-        ]
+    def _ask(self, body: dict[str, Any]) -> Completion:
+        conv = body["messages"]
+        if "Problem 1" in conv[0]["content"] and len(conv) > 1:
+            return Completion((), (), (), "", "error", error="HTTP 400: context_length_exceeded")
+        message = {"role": "assistant", "content": WRONG}
+        return Completion(
+            (), (), (), WRONG, "stop", message=message, usage_prompt_tokens=10, usage_completion_tokens=5
+        )
 
 
 @pytest.fixture(scope="module")

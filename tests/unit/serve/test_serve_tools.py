@@ -142,11 +142,11 @@ def test_openai_client_round_trip(served: tuple[str, ScriptedEngine]) -> None:
 def test_a_served_conversation_renders_as_the_training_episode() -> None:
     """The served prompt must equal the trained one, or a model trained with tools would see another
     format: the episode's context before its second turn is re-sent as OpenAI messages and encoded."""
+    from execrl.episodes import LocalBackend, run_episodes
     from execrl.rollout.types import SamplingParams
     from execrl.sandbox import Sandbox, SandboxConfig
     from execrl.serve.tool_calls import encode_chat
     from execrl.tasks.schema import ChatMessage, MathSpec, Task, TaskMetadata
-    from execrl.episodes import LocalBackend, run_episodes
     from execrl.tools import ToolConfig, ToolEnvironment
 
     tokenizer = default_tokenizer()
