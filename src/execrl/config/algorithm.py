@@ -154,7 +154,7 @@ class OptimSection(Section):
 
 
 class RefineSection(Section):
-    """Multi-turn RL on execution feedback (``recipes/refine_rl.py``, RLEF-style).
+    """Multi-turn RL on execution feedback (``refine/env.py`` on the rollout loop, RLEF-style).
 
     The multi-turn fields only mean something with ``max_turns > 1``; set with ``max_turns = 1`` they
     would be silently ignored, so ``TrainConfig`` refuses that (and the loop features the multi-turn

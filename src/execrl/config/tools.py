@@ -1,4 +1,4 @@
-"""``[tools]``: tool-calling episodes (``recipes/tools_rl.py``, ``execrl.tools``)."""
+"""``[tools]``: tool-calling episodes (``execrl.tools``: ``tools/env.py`` on the rollout loop)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ class ToolsSection(Section):
     the final answer is scored on the hidden tests. The other fields mean something only with
     ``enabled = true``; set without it they would be silently ignored, so ``TrainConfig`` refuses that."""
 
-    enabled: bool = Field(False, description="train tool-calling episodes (recipes/tools_rl.py)")
+    enabled: bool = Field(False, description="train tool-calling episodes (tools/env.py)")
     max_tool_calls: int = Field(4, ge=1, le=64, description="tool calls per episode, malformed ones included")
     max_turn_tokens: int = Field(256, ge=1, description="sampled tokens per model turn")
     max_episode_tokens: int = Field(

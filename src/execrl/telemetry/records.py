@@ -46,8 +46,8 @@ METRIC_NAMESPACES: tuple[str, ...] = (
     "hack",
     "domain",  # per-domain scheduler metrics: domain/<suite>/{pass_rate,zero_variance_share,samples,weight}
     "executor",  # execrl.distributed: weight versions used, retries, replaced workers, failed tasks
-    "refine",  # multi-turn refine RL (recipes/refine_rl.py): turns, fix rate, invalid turns, hidden passes
-    "tools",  # tool-calling episodes (recipes/tools_rl.py): calls, parse errors, tool time, session memory
+    "refine",  # multi-turn refine RL (refine/env.py): turns, fix rate, invalid turns, hidden passes
+    "tools",  # tool-calling episodes (tools/env.py): calls, parse errors, tool time, session memory
 )
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.@\-]+(/[A-Za-z0-9_.@\-]+)+$")
 NONFINITE_KEY = "nonfinite"
