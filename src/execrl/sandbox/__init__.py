@@ -155,8 +155,9 @@ trained against it would learn:
   stopped the other four). Over HTTP templates are refused unless the server runs with ``--session-templates``
   (the kernel code they reach). Each fork is cloned by the template's own code into new pid, mount,
   ipc, uts and network namespaces and, before any untrusted byte runs, closes every inherited
-  descriptor but its own four pipes (read-only system files and ``/dev/null``-like devices aside;
-  work-directory files are reopened on its copy), waits to be moved into its own slot's cgroups and
+  descriptor but its own four pipes (work-directory files are reopened on its copy, read-only system
+  files and ``/dev/null``-like devices by path: no open file description, so no offset or status flag,
+  is shared with a sibling), waits to be moved into its own slot's cgroups and
   enters a cgroup namespace there, mounts its own ``/proc`` and tmpfs with a copy of the template's
   files, replaces every shared mapping with a private copy, reseeds ``random`` and ``numpy.random``,
   and locks down like every sandbox under its own slot's uid. Siblings are then isolated as two
