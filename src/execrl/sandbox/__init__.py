@@ -129,7 +129,10 @@ trained against it would learn:
   namespaces, tmpfs, slot uid, cgroups, rlimits, seccomp deny list plus Python's allow list); its pid 1
   is a small init that holds none of the session's pipes, reaps orphans, relays interrupts and exits
   with the interpreter's status, and the parent enforces every limit from outside (wall clock, the
-  cgroup's CPU, memory and OOM counter, output, the session's CPU, lifetime and idle time). What a cell
+  cgroup's CPU, memory and OOM counter, output, the session's CPU, lifetime and idle time). Between its
+  cells a session's cgroup is frozen (``host.cgroups``: v1's freezer or v2's ``cgroup.freeze``), so a
+  thread or process a cell leaves running computes only while a later cell runs, charged to that cell,
+  and never competes with a sibling's cell; the session's CPU is its cgroup's whole count. What a cell
   reports about itself (stdout, the repr of its value, its exception) is that cell's own untrusted
   output, forgeable by an earlier cell of the same session and never a reward (a tool episode's answer
   is judged in a fresh sandbox); what the parent measures is not forgeable. Forks, and their rule: only

@@ -186,6 +186,9 @@ def open_sessions(
         cell_timeout_s=config.cell_timeout_s, cell_cpu_time_s=config.cell_timeout_s,
         memory_mb=config.session_memory_mb, max_cells=config.max_tool_calls + 64,
     )  # fmt: skip
+    # An episode's CPU, every process of its session between cells included, is what its calls may use
+    # (issue 35, class 6): not the session's 600 s default.
+    fork_limits = replace(limits, cpu_time_s=config.cell_timeout_s * config.max_tool_calls)
     templates, sessions = [], []
     for task in tasks:
         spec = task.session or SessionSpec()
@@ -193,7 +196,7 @@ def open_sessions(
             setup=list(spec.setup), runtime=spec.runtime, limits=limits, files=dict(spec.files)
         )
         templates.append(template)
-        sessions.extend(template.fork(samples))
+        sessions.extend(template.fork(samples, limits=fork_limits))
     return templates, sessions
 
 

@@ -133,6 +133,7 @@ class SessionManager:
                     warm_start=False,
                     packages_dir=resolved.packages_dir,
                     preload=resolved.preload,
+                    freezer=True,
                 )
             return self._pools[name]
 

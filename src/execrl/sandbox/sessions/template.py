@@ -67,6 +67,7 @@ class SessionTemplate(_SessionBase):
     before); the forks' cells get Python's allow list."""
 
     kind = "template"
+    freezes = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -112,11 +113,15 @@ class SessionTemplate(_SessionBase):
         return await self._manager.in_thread(lambda: self.fork(n, limits=limits))
 
     def close(self) -> None:
-        """No more forks; the sandbox ends now if no fork is alive, else when the last one ends."""
-        with self._lock:
+        """No more forks; the sandbox ends now if no fork is alive (a running setup cell is killed),
+        else when the last one ends."""
+        with self._state:
             if self._closed:
                 return
             self._closed = True
+        if not self._forks:
+            self._kill()
+        with self._lock:
             if not self._forks:
                 self._release()
         self._manager.forget(self)
