@@ -299,7 +299,9 @@ def create_app(
 
 
 async def _serve_until_signal(app: web.Application, host: str, port: int) -> None:
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # auto_decompress off: compressed bodies are refused (``http_edge``), and the unread rest of one is
+    # drained as it came, never inflated on the event loop.
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, auto_decompress=False)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

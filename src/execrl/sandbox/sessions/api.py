@@ -102,6 +102,11 @@ class _SessionBase:
         return self._ending is None and not self._closed
 
     @property
+    def holds_slot(self) -> bool:
+        """Whether its sandbox slot is still taken (until it ended, or was closed and its forks too)."""
+        return not self._released
+
+    @property
     def cells_run(self) -> int:
         return self._cells
 
