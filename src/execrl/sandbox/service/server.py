@@ -59,6 +59,7 @@ from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Verdict
 __all__ = ["ServiceConfig", "SupportsAsyncRun", "create_app", "serve"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+SHUTDOWN_GRACE_S = 10.0  # what requests still in flight get once SIGTERM arrived
 
 
 class SupportsAsyncRun(Protocol):
@@ -300,8 +301,11 @@ def create_app(
 
 async def _serve_until_signal(app: web.Application, host: str, port: int) -> None:
     # auto_decompress off: compressed bodies are refused (``http_edge``), and the unread rest of one is
-    # drained as it came, never inflated on the event loop.
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, auto_decompress=False)
+    # drained as it came, never inflated on the event loop. On SIGTERM, running cells are killed first
+    # (``on_shutdown``), then requests in flight get ``SHUTDOWN_GRACE_S`` (aiohttp's default: 60 s).
+    runner = web.AppRunner(
+        app, access_log=None, handle_signals=False, auto_decompress=False, shutdown_timeout=SHUTDOWN_GRACE_S
+    )
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)
