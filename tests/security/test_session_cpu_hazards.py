@@ -58,8 +58,8 @@ def test_what_a_cell_leaves_running_waits_for_the_next_cell(sandbox: Sandbox) ->
         before = _cpu_s(session)
         time.sleep(0.5)
         assert _cpu_s(session) - before < 0.05  # nothing ran between the cells
-        later = session.run("import time\ntime.sleep(0.3)\nsum(c.poll() is None for c in children)")
-        assert later.value == "2" and later.cpu_s > 0.1, later  # they ran during it, charged to it
+        later = session.run("import time\ntime.sleep(0.5)\nsum(c.poll() is None for c in children)")
+        assert later.value == "2" and later.cpu_s > 0.05, later  # they ran during it, charged to it
         assert session.stats().cpu_s >= started.cpu_s + later.cpu_s - 1e-6
         time.sleep(0.3)  # and from now on it is frozen as soon as a cell ends
         assert _cpu_s(session) - session._rest_cpu_s < 0.01  # type: ignore[operator]

@@ -46,7 +46,8 @@ def _call(method: str, url: str, body: Any = None, *, timeout_s: float = 10.0) -
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    with running_server("--session-max-sessions", "4", "--session-max-lifetime-s", "5") as url:
+    options = ("--session-max-sessions", "4", "--session-max-lifetime-s", "5", "--session-templates")
+    with running_server(*options) as url:
         yield url
 
 
@@ -156,6 +157,22 @@ def test_concurrent_opens_past_the_cap_are_429(server: str) -> None:
     assert statuses == [200] * 4 + [429] * 4, statuses
     refused = next(a[1] for a in answers if a[0] == 429)
     assert refused["detail"][0]["field"] == "sessions" and "--session-max-sessions" in refused["error"]
+
+
+def test_a_closed_template_counts_while_its_forks_live(server: str) -> None:
+    """Regression: a template closed while its forks lived still held its slot but no longer counted
+    (only live sessions did), so an open the cap had room for by that count waited 5 s for a slot that
+    never came and answered 503. Slots held are counted: the open past them is a 429 at once."""
+    template = _open(server, template=True, setup=["x = 1"])
+    status, forked, _ = _call("POST", f"{server}/v1/sessions/{template}/fork", {"n": 2})
+    assert status == 200, forked
+    forks = [item["session_id"] for item in forked["sessions"]]
+    assert _call("DELETE", f"{server}/v1/sessions/{template}")[0] == 200
+    opened = _open(server)  # template + 2 forks + this one: the cap of 4
+    status, answer, took = _call("POST", f"{server}/v1/sessions", {}, timeout_s=30)
+    for session in (opened, *forks):
+        _call("DELETE", f"{server}/v1/sessions/{session}")
+    assert (status, answer["detail"][0]["field"]) == (429, "sessions") and took < 2, (status, answer, took)
 
 
 def test_run_jupyter_holds_the_session_lifetime_cap(server: str) -> None:

@@ -21,11 +21,12 @@ One session, one call at a time, and none blocks the server (issue 35, class 7):
 forks and file reads queue on the event loop (``MAX_QUEUED`` at most, 429 beyond), so they hold no
 worker thread while they wait and another session's cell never waits behind them; ``GET`` answers
 without waiting for a running cell; ``DELETE`` and stopping the server kill a running cell at once (its
-request answers 404: the session is gone). Templates run their setup cells with the capabilities a fork's jail needs inside
-the template's own user namespace (none on the host, ``userns.py``), which reach more kernel code than a
-session's cells do, so they are refused (403) unless the server was started with
-``--session-templates``: allow them only for clients whose setup code you trust. Every session the
-server opened is killed when it stops.
+request answers 404: the session is gone).
+
+Templates run their setup cells with the capabilities a fork's jail needs inside the template's own
+user namespace (none on the host, ``userns.py``), which reach more kernel code than a session's cells
+do, so they are refused (403) unless the server was started with ``--session-templates``: allow them
+only for clients whose setup code you trust. Every session the server opened is killed when it stops.
 """
 
 from __future__ import annotations

@@ -122,9 +122,11 @@ class SessionTemplate(_SessionBase):
         if not self._forks:
             self._kill()
         with self._lock:
-            if not self._forks:
+            released = not self._forks
+            if released:
                 self._release()
-        self._manager.forget(self)
+        if released:  # else it stays registered, holding its slot, until its last fork ends
+            self._manager.forget(self)
 
     def _idle_applies(self) -> bool:
         return not self._forks
@@ -168,8 +170,11 @@ class SessionTemplate(_SessionBase):
     def fork_ended(self, fork: _Fork) -> None:
         with self._lock:
             self._forks.discard(fork)
-            if self._closed and not self._forks:
+            released = self._closed and not self._forks and not self._released
+            if released:
                 self._release()
+        if released:
+            self._manager.forget(self)
 
     def _reply(self, timeout_s: float = FORK_REPLY_TIMEOUT_S) -> tuple[dict[str, Any], list[int]]:
         deadline = time.monotonic() + timeout_s
