@@ -196,7 +196,9 @@ class _SessionBase:
         return self._cpu_s
 
     def _cpu_left(self) -> float:
-        return self.limits.cpu_time_s - self._cpu_used()
+        """What is left of ``cpu_time_s`` (as of the last cell or watchdog check: reading the cgroup's
+        count costs ~25 us, and the watchdog reads it every 0.1 s between cells)."""
+        return self.limits.cpu_time_s - self._cpu_s
 
     def _freezer(self) -> CgroupSlot | None:
         slot = self._endpoint.slot
@@ -217,15 +219,15 @@ class _SessionBase:
             if self._always_freeze:  # (a dying session stays thawed: a frozen process cannot die)
                 slot.freeze()
                 self._frozen = True
-            self._rest_cpu_s = self._cpu_used()
+            self._rest_cpu_s = out.cpu_total_s
         return out
 
-    def _freeze_if_busy(self) -> None:
-        """The watchdog's check while no cell runs (the class docstring)."""
+    def _freeze_if_busy(self, cpu_s: float) -> None:
+        """The watchdog's check while no cell runs (the class docstring); ``cpu_s``: the session's CPU."""
         slot = self._freezer()
         if slot is None or self._frozen or self._rest_cpu_s is None:
             return
-        if self._cpu_used() - self._rest_cpu_s > IDLE_CPU_S:
+        if cpu_s - self._rest_cpu_s > IDLE_CPU_S:
             slot.freeze()
             self._frozen = self._always_freeze = True
 
@@ -265,8 +267,7 @@ class _SessionBase:
             return result
 
     def _account(self, out: driver.Outcome) -> None:
-        self._cpu_s += out.cpu_s
-        self._cpu_used()
+        self._cpu_s = max(self._cpu_s + out.cpu_s, out.cpu_total_s)  # the slot's count: between cells too
         if self._endpoint.slot is not None:
             self._peak_mb = max(self._peak_mb, self._endpoint.slot.stats().peak_memory_mb)
 
@@ -311,7 +312,8 @@ class _SessionBase:
         try:
             if self._ending is not None or self._closed:
                 return
-            self._freeze_if_busy()
+            cpu_s = self._cpu_used()  # one read of the cgroup's count per check
+            self._freeze_if_busy(cpu_s)
             index = self._index + 1
             if self._endpoint.ended():
                 out = driver.Outcome(dead=True, oom=self._endpoint.stats().oom_kills > 0)
@@ -334,7 +336,7 @@ class _SessionBase:
                         Verdict.TIME_LIMIT,
                     )
                 )
-            elif self._cpu_used() > self.limits.cpu_time_s:
+            elif cpu_s > self.limits.cpu_time_s:
                 self._end(
                     refused_cell(
                         index,
