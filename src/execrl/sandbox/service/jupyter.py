@@ -163,7 +163,10 @@ class JupyterEndpoint:
         if body.total_timeout <= cap_s:
             return body.total_timeout
         if "total_timeout" in body.model_fields_set:
-            message = f"is {body.total_timeout}; this server allows at most {cap_s} (server option --session-max-lifetime-s)"
+            message = (
+                f"is {body.total_timeout}; this server allows at most {cap_s} "
+                "(server option --session-max-lifetime-s)"
+            )
             raise RequestFieldError([FieldProblem("total_timeout", message, "cap_exceeded")])
         return cap_s
 

@@ -19,8 +19,8 @@ integer past Python's 4,300-digit limit or a lone surrogate (naming the field), 
 of ``ServiceConfig``'s caps (output per stream, tests, batch size, worst-case result size: ``type:
 cap_exceeded``); unknown routes 404, wrong methods 405, bodies over ``max_body_mb`` 413 (by
 Content-Length, before the body is read), a POST whose Content-Type is not ``application/json`` (or whose
-charset is not UTF-8, or which has a ``Content-Encoding``) 415 and a POST whose ``Origin`` header is not in ``allowed_origins`` 403, all as
-JSON. These body rules live in ``http_edge.py``, shared with ``execrl serve``; bodies over 1 MiB are
+charset is not UTF-8, or which has a ``Content-Encoding``) 415 and a POST whose ``Origin`` header is not
+in ``allowed_origins`` 403, all as JSON. These body rules live in ``http_edge.py``, shared with ``execrl serve``; bodies over 1 MiB are
 decoded off the event loop. A sandbox that cannot run (not the candidate's fault) answers 503 on the native endpoints and
 ``status: SandboxError`` on ``/run_code``, like SandboxFusion.
 
