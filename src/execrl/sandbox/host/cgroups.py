@@ -258,6 +258,9 @@ class CgroupSlot:
                 for pid in _read(directory / "cgroup.procs").split():
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(int(pid), signal.SIGKILL)
+                for name, thawed in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
+                    if (directory / name).exists():  # frozen (a session between cells), it cannot die
+                        _write(directory / name, thawed)
                 time.sleep(0.005)
 
 
