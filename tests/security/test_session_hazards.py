@@ -321,7 +321,7 @@ def test_forks_do_not_share_an_open_file_description(sandbox: Sandbox) -> None:
         a, b = forks
         start = _value(a, _STATE)
         assert start == "[100, 0, 0, 0]"
-        moved = "os.lseek(system, 4321, 0); os.lseek(listing, 0, 2); [fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK) for fd in (system, device)]"
+        moved = "os.lseek(system, 4321, 0); os.lseek(listing, 1, 0); [fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK) for fd in (system, device)]"
         assert a.run(moved).passed
         assert _value(b, _STATE) == start  # the sibling's offsets and flags moved nothing here
         forks += template.fork(1)
