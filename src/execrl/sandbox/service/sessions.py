@@ -267,10 +267,10 @@ class _Endpoints:
             **body.files,
             **decode_base64_files(body.files_base64, "files_base64"),
         }
+        manager, runtime = self.manager, body.runtime
         full = self.reserve(1)
         if full is not None:
             return full
-        manager, runtime = self.manager, body.runtime
         session: _SessionBase
         try:
             if body.template:
