@@ -297,3 +297,37 @@ def test_closing_the_sandbox_ends_every_session() -> None:
     assert not any(sandbox_processes(pool) for pool in pools)
     assert not os.path.exists(f"/proc/{template_pid}")
     assert cgroup_dirs and not any(Path(d).exists() for d in cgroup_dirs)
+
+
+SYSTEM_FILE_SETUP = """
+import fcntl, os
+system = os.open(os.__file__, os.O_RDONLY)          # a read-only file of the read-only system tree
+os.read(system, 100)
+listing = os.open(os.path.dirname(os.__file__), os.O_RDONLY | os.O_DIRECTORY)
+device = os.open('/dev/urandom', os.O_RDONLY)
+"""
+_STATE = "[os.lseek(fd, 0, os.SEEK_CUR) for fd in (system, listing)] + [fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK for fd in (system, device)]"
+
+
+def test_forks_do_not_share_an_open_file_description(sandbox: Sandbox) -> None:
+    """Regression (issue 35, class 5): a read-only system file or device the setup left open was kept
+    as it was in every fork, so its offset and status flags were shared: one sample's ``lseek`` or
+    ``F_SETFL`` moved its siblings' (a one-word channel and a way to break their reads), and a later
+    fork started where an earlier one left it. Each fork now reopens it: same file, same number, the
+    template's offset and flags, its own open file description."""
+    template = sandbox.open_template(setup=[SYSTEM_FILE_SETUP], limits=LIMITS)
+    forks = template.fork(2)
+    try:
+        a, b = forks
+        start = _value(a, _STATE)
+        assert start == "[100, 0, 0, 0]"
+        moved = "os.lseek(system, 4321, 0); os.lseek(listing, 1, 0); [fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK) for fd in (system, device)]"
+        assert a.run(moved).passed
+        assert _value(b, _STATE) == start  # the sibling's offsets and flags moved nothing here
+        forks += template.fork(1)
+        assert _value(forks[2], _STATE) == start  # and a later fork starts where the template left them
+        same = "len(os.read(system, 10)), os.path.samestat(os.fstat(system), os.stat(os.__file__))"
+        assert _value(forks[2], same) == "(10, True)"
+    finally:
+        _close(forks)
+        template.close()

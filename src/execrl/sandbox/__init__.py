@@ -134,7 +134,10 @@ trained against it would learn:
   namespaces, tmpfs, slot uid, cgroups, rlimits, seccomp deny list plus Python's allow list); its pid 1
   is a small init that holds none of the session's pipes, reaps orphans, relays interrupts and exits
   with the interpreter's status, and the parent enforces every limit from outside (wall clock, the
-  cgroup's CPU, memory and OOM counter, output, the session's CPU, lifetime and idle time). What a cell
+  cgroup's CPU, memory and OOM counter, output, the session's CPU, lifetime and idle time). Between its
+  cells a session's cgroup is frozen (``host.cgroups``: v1's freezer or v2's ``cgroup.freeze``), so a
+  thread or process a cell leaves running computes only while a later cell runs, charged to that cell,
+  and never competes with a sibling's cell; the session's CPU is its cgroup's whole count. What a cell
   reports about itself (stdout, the repr of its value, its exception) is that cell's own untrusted
   output, forgeable by an earlier cell of the same session and never a reward (a tool episode's answer
   is judged in a fresh sandbox); what the parent measures is not forgeable. Forks, and their rule: only
@@ -160,8 +163,9 @@ trained against it would learn:
   stopped the other four). Over HTTP templates are refused unless the server runs with ``--session-templates``
   (the kernel code they reach). Each fork is cloned by the template's own code into new pid, mount,
   ipc, uts and network namespaces and, before any untrusted byte runs, closes every inherited
-  descriptor but its own four pipes (read-only system files and ``/dev/null``-like devices aside;
-  work-directory files are reopened on its copy), waits to be moved into its own slot's cgroups and
+  descriptor but its own four pipes (work-directory files are reopened on its copy, read-only system
+  files and ``/dev/null``-like devices by path: no open file description, so no offset or status flag,
+  is shared with a sibling), waits to be moved into its own slot's cgroups and
   enters a cgroup namespace there, mounts its own ``/proc`` and tmpfs with a copy of the template's
   files, replaces every shared mapping with a private copy, reseeds ``random`` and ``numpy.random``,
   and locks down like every sandbox under its own slot's uid. Siblings are then isolated as two

@@ -171,9 +171,13 @@ class _Live:
         open_template = getattr(self.env.runner, "open_template", None)
         if open_template is None:
             raise TypeError("tool episodes need a sandbox with sessions (open_template)")
+        # An episode's CPU, every process of its session between cells included, is what its calls may
+        # use (issue 35, class 6), not the session's 600 s default; the forks inherit the template's limits
+        # (in process and on sandbox.urls replicas alike).
         limits = SessionLimits(
             cell_timeout_s=config.cell_timeout_s, cell_cpu_time_s=config.cell_timeout_s,
             memory_mb=config.session_memory_mb, max_cells=config.max_tool_calls + 64,
+            cpu_time_s=config.cell_timeout_s * max(1, config.max_tool_calls),
         )  # fmt: skip
         try:
             for task in self.tasks:

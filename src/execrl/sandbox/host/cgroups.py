@@ -10,7 +10,10 @@ What each execution gets from its slot: a memory limit (``memory.limit_in_bytes`
 limit (``pids.max``), CPU time of the whole process tree (``cpuacct.usage``), peak memory
 (``memory.max_usage_in_bytes``) and whether the kernel OOM-killed something (the ``oom_kill`` counter of
 ``memory.oom_control``, compared before/after, or ``memory.events`` on v2): that is how memory_limit is
-told apart from runtime_error. Used by the parent process only (never inside the jail).
+told apart from runtime_error. Pools of sessions also freeze a slot between cells (``freeze``: v1's
+``freezer`` hierarchy when the host mounts it, v2's ``cgroup.freeze``), so that nothing a cell left
+running computes while no cell runs (issue 35, class 6). Used by the parent process only (never inside
+the jail).
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ class CgroupSlot:
             directory.mkdir()
         if version == 2 and (self.dirs["unified"] / "memory.swap.max").exists():
             _write(self.dirs["unified"] / "memory.swap.max", "0")
+        self._freezer = _freezer_file(self.dirs, version)
         self._oom_base = 0
         self._cpu_base_s = 0.0
         self._limits: tuple[int, int] | None = None
@@ -110,6 +114,23 @@ class CgroupSlot:
             _write(self.dirs[controller] / name, value)
         else:
             os.pwrite(self._fd(controller, name, os.O_WRONLY), value.encode(), 0)
+
+    @property
+    def can_freeze(self) -> bool:
+        return self._freezer is not None
+
+    def freeze(self) -> None:
+        """Stop every process of the slot where it is (it runs again at ``thaw``; v1 freezes
+        asynchronously, a task in the middle of a system call stops when it returns). No-op without a
+        freezer."""
+        if self._freezer is not None:
+            controller, name, frozen, _ = self._freezer
+            self._wr(controller, name, frozen)
+
+    def thaw(self) -> None:
+        if self._freezer is not None:
+            controller, name, _, thawed = self._freezer
+            self._wr(controller, name, thawed)
 
     def attach(self, pid: int) -> None:
         """Move ``pid`` into every cgroup of the slot (everything it starts later inherits them)."""
@@ -199,6 +220,7 @@ class CgroupSlot:
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+            self.thaw()  # a frozen process dies only once it runs again (cgroup v1's freezer)
             time.sleep(0.001)
 
     def reset(self) -> None:
@@ -236,7 +258,19 @@ class CgroupSlot:
                 for pid in _read(directory / "cgroup.procs").split():
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(int(pid), signal.SIGKILL)
+                for name, thawed in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
+                    if (directory / name).exists():  # frozen (a session between cells), it cannot die
+                        _write(directory / name, thawed)
                 time.sleep(0.005)
+
+
+def _freezer_file(dirs: dict[str, Path], version: int) -> tuple[str, str, str, str] | None:
+    """(controller, file, frozen, thawed) of the slot's freezer, or ``None`` if it has none."""
+    if version == 1:
+        return ("freezer", "freezer.state", "FROZEN", "THAWED") if "freezer" in dirs else None
+    if (dirs["unified"] / "cgroup.freeze").exists():
+        return ("unified", "cgroup.freeze", "1", "0")
+    return None
 
 
 def _remove_stale_siblings(parent: Path) -> None:
@@ -254,16 +288,21 @@ def _remove_stale_siblings(parent: Path) -> None:
 
 
 class CgroupPool:
-    """``count`` slots under ``<root>/<controller>/<own cgroup>/execrl-<pid>-<n>/slot<k>``."""
+    """``count`` slots under ``<root>/<controller>/<own cgroup>/execrl-<pid>-<n>/slot<k>``. ``freezer``:
+    on v1, also a slot in the ``freezer`` hierarchy when the host mounts it (sessions freeze theirs
+    between cells; v2 has ``cgroup.freeze`` in every slot)."""
 
     _instances = 0
 
-    def __init__(self, root: Path, count: int) -> None:
+    def __init__(self, root: Path, count: int, *, freezer: bool = False) -> None:
         self.version = detect_version(root)
         CgroupPool._instances += 1
         name = f"execrl-{os.getpid()}-{CgroupPool._instances}"
         if self.version == 1:
-            self.bases = {c: root / c / _own_path(c) / name for c in V1_CONTROLLERS}
+            controllers: tuple[str, ...] = V1_CONTROLLERS
+            if freezer and (root / "freezer" / "cgroup.procs").exists():
+                controllers = (*V1_CONTROLLERS, "freezer")
+            self.bases = {c: root / c / _own_path(c) / name for c in controllers}
         else:
             self.bases = {"unified": root / _own_path("") / name}
         for base in self.bases.values():

@@ -58,10 +58,12 @@ class WorkerPool:
         warm_start: bool = True,
         packages_dir: str | None = None,
         preload: tuple[str, ...] = (),
+        freezer: bool = False,
     ) -> None:
         """``packages_dir``/``preload``: a Python runtime's packages and the modules its zygote imports
         before forking (``runtimes.py``); the default runtime has neither. ``warm_start``: hint new
-        workers what to pre-start (``warm.py``; never in the unisolated backend)."""
+        workers what to pre-start (``warm.py``; never in the unisolated backend). ``freezer``: slots
+        that can be frozen (``CgroupSlot.freeze``; sessions' pools)."""
         self.seccomp_policy = seccomp_policy
         self.packages_dir = packages_dir
         self.preload = preload
@@ -70,7 +72,7 @@ class WorkerPool:
         self.default_key = default_key
         self.isolate = isolate
         self.uid_base = uid_block_base(slots)
-        self.cgroups = CgroupPool(cgroup_root, slots) if cgroup_root is not None else None
+        self.cgroups = CgroupPool(cgroup_root, slots, freezer=freezer) if cgroup_root is not None else None
         self.free_slots = collections.deque(range(slots))
         self.ready: dict[WorkerKey, collections.deque[Worker]] = collections.defaultdict(collections.deque)
         self.pending: dict[int, tuple[int, WorkerKey]] = {}

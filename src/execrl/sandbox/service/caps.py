@@ -19,7 +19,7 @@ import dataclasses
 import itertools
 import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from execrl.sandbox.judge.verdicts import FIELD_BYTES  # each text field of a TestResult (input, got, ...)
 from execrl.sandbox.service.serialize import FieldProblem, RequestFieldError
@@ -28,6 +28,7 @@ from execrl.sandbox.types import TRUNCATION_MARKER, ExecutionRequest, Limits
 __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_JSON_ITEMS",
+    "body_slices",
     "check_batch",
     "check_execution",
     "check_json_shape",
@@ -136,30 +137,83 @@ def _capped(field: str, message: str) -> RequestFieldError:
 _JSON_STRING = re.compile(rb'"[^"]*"')  # once escaped backslashes and quotes are removed
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")  # an opener steps +1 and a closer -1, after - 1
+_NOT_BACKSLASH = re.compile(rb"[^\\]")
+SLICE_BYTES = 1 << 20  # bytes scanned per C call: the GIL changes hands between them
 
 
-def check_json_shape(raw: bytes, *, max_depth: int = MAX_JSON_DEPTH, max_items: int = MAX_JSON_ITEMS) -> None:
+def body_slices(raw: bytes, slice_bytes: int = SLICE_BYTES) -> Iterator[bytes]:
+    """``raw`` in pieces of about ``slice_bytes``, each cut after a byte that is not a backslash (so an
+    escape never spans two pieces). Scanning a large body piece by piece keeps each C call short: one
+    call over 60 MiB held the GIL ~0.5 s, and a health check on the event loop waited for it (two such
+    bodies stalled ``/v1/ping`` for seconds: issue 35, class 8)."""
+    start = 0
+    while start < len(raw):
+        end = start + slice_bytes
+        if end < len(raw) and raw[end - 1] == 0x5C:  # inside a run of backslashes: cut after its escape
+            found = _NOT_BACKSLASH.search(raw, end)
+            end = found.end() if found is not None else len(raw)
+        yield raw[start:end]
+        start = end
+
+
+class _Shape:
+    """The running counts of ``check_json_shape`` over successive pieces of one body."""
+
+    def __init__(self, max_brackets: int) -> None:
+        self.max_brackets = max_brackets  # past it, more closers than openers: not JSON, no depth
+        self.in_string = False
+        self.items = 0
+        self.brackets = 0
+        self.depth = 0
+        self.deepest = 0
+
+    def feed(self, piece: bytes) -> None:
+        unescaped = piece.replace(b"\\\\", b"").replace(b'\\"', b"")
+        if self.in_string:  # a string that began in an earlier piece
+            end = unescaped.find(b'"')
+            if end < 0:
+                return
+            unescaped, self.in_string = unescaped[end + 1 :], False
+        if unescaped.count(b'"') % 2:  # a string that goes on in the next piece
+            unescaped, self.in_string = unescaped[: unescaped.rfind(b'"')], True
+        structure = _JSON_STRING.sub(b"0", unescaped)
+        self.items += structure.count(b",") + structure.count(b"[") + structure.count(b"{")
+        brackets = structure.translate(None, _NOT_BRACKETS)
+        self.brackets += len(brackets)
+        if self.brackets > self.max_brackets:
+            return
+        steps = brackets.translate(_STEP)
+        running = itertools.accumulate(map(operator.sub, steps, itertools.repeat(1)), initial=self.depth)
+        self.deepest = max(self.deepest, max(running))
+        self.depth += 2 * steps.count(2) - len(steps)
+
+
+def check_json_shape(
+    raw: bytes, *, max_depth: int = MAX_JSON_DEPTH, max_items: int = MAX_JSON_ITEMS,
+    slice_bytes: int = SLICE_BYTES,
+) -> None:  # fmt: skip
     """Raise ``RequestFieldError`` on ``body`` if the JSON in ``raw`` nests deeper than ``max_depth`` or
     holds more than ``max_items`` values, before it is parsed.
 
     Parsing first is what breaks: a 64 MiB body of ``{},`` decodes into 22 million dicts (3.2 GB RSS),
     and JSON nested ~1,000 deep overflows the parser's stack (a plain-text 500). On the bytes, with every
     string replaced by a placeholder, values are counted by their separators and brackets and the depth
-    is the deepest running count of open brackets, all in C loops (about 1 s per 64 MiB on a busy 2-core
-    machine, a few times ``json.loads``). Not JSON is left to the parser to report, unless it is already
-    too deep or too large.
+    is the deepest running count of open brackets, all in C loops over pieces of ``slice_bytes``
+    (``body_slices``; a string or a count carries over from one piece to the next), about 1 s per 64 MiB
+    on a busy 2-core machine. Not JSON is left to the parser to report, unless it is already too deep or
+    too large.
     """
-    unescaped = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    structure = _JSON_STRING.sub(b"0", unescaped)
-    items = structure.count(b",") + structure.count(b"[") + structure.count(b"{")
-    if items > max_items:
-        message = f"holds more than {max_items} JSON values; this server parses at most {max_items} per body"
-        raise RequestFieldError([FieldProblem("body", message, "json_invalid")])
-    brackets = structure.translate(None, _NOT_BRACKETS)
-    if len(brackets) > 2 * max_items:
+    shape = _Shape(2 * max_items)
+    for piece in body_slices(raw, slice_bytes):
+        shape.feed(piece)
+        if shape.items > max_items:
+            message = (
+                f"holds more than {max_items} JSON values; this server parses at most {max_items} per body"
+            )
+            raise RequestFieldError([FieldProblem("body", message, "json_invalid")])
+    if shape.brackets > shape.max_brackets:
         return  # more closers than openers: not JSON, and json.loads says where
-    steps = brackets.translate(_STEP)
-    if max(itertools.accumulate(map(operator.sub, steps, itertools.repeat(1))), default=0) > max_depth:
+    if shape.deepest > max_depth:
         raise RequestFieldError([json_too_deep(max_depth)])
 
 

@@ -10,6 +10,10 @@ Headers first, body never read when they refuse (:func:`check_headers`):
   send ``Origin`` on a cross-origin POST (and on DNS-rebound ones), programs send none unless told to;
 - a Content-Type other than ``application/json``, or a ``charset`` other than UTF-8 (RFC 8259: JSON is
   UTF-8): 415;
+- a ``Content-Encoding`` other than ``identity``: 415. A gzip body passes the ``Content-Length`` check
+  at a thousandth of its size; inflating two 1 GB ones on the event loop (to refuse them past
+  ``client_max_size``, then while draining the rest) stalled ``/v1/ping`` for seconds (issue 35,
+  class 8). Serve with ``auto_decompress=False`` too, so that the unread rest is never inflated;
 - a ``Content-Length`` over the cap: 413 at once, before a byte of the body is read (a 66 MB body was
   read whole before aiohttp's own cap refused it).
 
@@ -20,31 +24,35 @@ surrogate (``"\\ud800"``: valid JSON, but no text; it made the tokenizer raise) 
 :class:`~execrl.sandbox.service.serialize.RequestFieldError` naming the field path (``limits.timeout_s``,
 ``messages[0].content``). A body over ``offload_bytes`` is decoded on a worker thread.
 
-Limits, measured: the thread does not shorten the loop's pause much. Decoding is a few C calls (UTF-8,
-the shape scan, ``json.loads``) that each hold the GIL, and a health check needs the GIL at each of its
-I/O steps, so a 60 MiB in-limit body still delays ``/v1/ping`` by ~0.55 s on a quiet 2-core machine
-(same as decoding on the loop). What bounds the pause is the body cap (``--max-body-mb``), which the
-``Content-Length`` check enforces without reading: a refused 66 MB body now costs the loop ~0.01 s.
+Large bodies are decoded one at a time, on a thread of their own, in pieces (``caps.body_slices``):
+UTF-8, the shape scan and the surrogate search are C calls of ~1 MiB each, so the GIL changes hands
+between them and a health check waits milliseconds, not the ~0.5 s one call over 60 MiB held it (two
+such bodies at once stalled ``/v1/ping`` for seconds: issue 35, class 8). Limits, measured: ``json.loads``
+of a body the checks let through is still one call (~0.15 s for 60 MiB); the body cap
+(``--max-body-mb``), which the ``Content-Length`` check enforces without reading, bounds it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import re
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from execrl.sandbox.service.caps import check_json_shape, json_too_deep
+from execrl.sandbox.service.caps import SLICE_BYTES, check_json_shape, json_too_deep
 from execrl.sandbox.service.serialize import FieldProblem, RequestFieldError
 
 __all__ = ["BodyRefused", "HugeInt", "check_headers", "decode_json", "read_json_body"]
 
 OFFLOAD_BYTES = 1 << 20
+_DECODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="execrl-body")  # large bodies, in turn
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # the only way JSON text can carry a surrogate
 
 
@@ -77,6 +85,10 @@ def check_headers(request: web.Request, *, allowed_origins: tuple[str, ...], max
     if charset is not None and charset.lower().replace("_", "-") not in ("utf-8", "utf8"):
         message = f"declares charset {charset[:40]!r}; JSON is UTF-8 (send charset=utf-8 or none)"
         raise BodyRefused(415, FieldProblem("Content-Type", message, "unsupported_media_type"))
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        message = f"is {encoding[:40]!r}; send the body uncompressed (no Content-Encoding)"
+        raise BodyRefused(415, FieldProblem("Content-Encoding", message, "unsupported_media_type"))
     length = request.content_length
     if length is not None and length > max_body_bytes:
         message = (
@@ -100,7 +112,7 @@ async def read_json_body(
     raw = await request.read()
     if len(raw) <= offload_bytes:
         return decode_json(raw)
-    return await asyncio.get_running_loop().run_in_executor(None, decode_json, raw)
+    return await asyncio.get_running_loop().run_in_executor(_DECODER, decode_json, raw)
 
 
 def _int_or_huge(text: str) -> int | HugeInt:
@@ -111,12 +123,7 @@ def _int_or_huge(text: str) -> int | HugeInt:
 
 def decode_json(raw: bytes) -> Any:
     """``raw`` as JSON under the rules of the module docstring; raises ``RequestFieldError``."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RequestFieldError(
-            [FieldProblem("body", f"is not UTF-8 (invalid byte at offset {exc.start})", "unicode_error")]
-        ) from None
+    text = _utf8(raw)
     check_json_shape(raw)
     huge: list[bool] = []
 
@@ -135,9 +142,34 @@ def decode_json(raw: bytes) -> Any:
         ) from None
     except RecursionError:  # unbalanced brackets that nest past the parser's stack
         raise RequestFieldError([json_too_deep()]) from None
-    if huge or _SURROGATE_ESCAPE.search(raw):
+    if huge or any(_SURROGATE_ESCAPE.search(piece) for piece in _overlapping(raw, 5)):
         _refuse_untextual(value)
     return value
+
+
+def _utf8(raw: bytes) -> str:
+    """``raw`` decoded as UTF-8 in pieces of ``caps.SLICE_BYTES``, or the 422 naming the offset."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    parts = []
+    for start in range(0, len(raw), SLICE_BYTES):
+        buffered = len(decoder.getstate()[0])  # the end of a character cut by the previous piece
+        try:
+            parts.append(
+                decoder.decode(raw[start : start + SLICE_BYTES], final=start + SLICE_BYTES >= len(raw))
+            )
+        except UnicodeDecodeError as exc:
+            offset = start - buffered + exc.start
+            raise RequestFieldError(
+                [FieldProblem("body", f"is not UTF-8 (invalid byte at offset {offset})", "unicode_error")]
+            ) from None
+    return "".join(parts)
+
+
+def _overlapping(raw: bytes, overlap: int) -> Iterator[bytes]:
+    """``raw`` in pieces of ``caps.SLICE_BYTES``, each starting ``overlap - 1`` bytes before the last one
+    ended (so a match of up to ``overlap`` bytes is whole in one of them)."""
+    for start in range(0, len(raw), SLICE_BYTES):
+        yield raw[max(0, start - overlap + 1) : start + SLICE_BYTES]
 
 
 def _walk(value: Any) -> Iterator[tuple[str, Any]]:

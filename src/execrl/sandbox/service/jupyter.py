@@ -40,7 +40,7 @@ from execrl.sandbox.errors import SandboxError
 from execrl.sandbox.service.fusion import python_runtime_of
 from execrl.sandbox.service.serialize import FieldProblem, RequestFieldError, decode_base64_files
 from execrl.sandbox.service.sessions import SessionEndpoints, parse
-from execrl.sandbox.sessions.types import CellResult, SessionLimits
+from execrl.sandbox.sessions.types import CellResult, SessionClosedError, SessionLimits
 from execrl.sandbox.types import (
     Limits,
     Verdict,
@@ -138,12 +138,14 @@ class JupyterEndpoint:
                     )
                 ]
             )
-        per_cell = body.cell_timeout or body.total_timeout
+        total = self._total_timeout(body)
+        per_cell = min(body.cell_timeout or total, total)
         output = min(Limits().max_output_bytes, self.endpoints.max_output_bytes)
+        lifetime = min(total + 5, self.endpoints.config.max_lifetime_s)
         limits = SessionLimits(
-            cell_timeout_s=min(per_cell, body.total_timeout), cell_cpu_time_s=min(per_cell, body.total_timeout),
-            max_output_bytes=output, memory_mb=max(16, memory_mb), max_cells=max(1, len(body.cells)),
-            cpu_time_s=body.total_timeout, lifetime_s=body.total_timeout + 5, idle_timeout_s=body.total_timeout + 5,
+            cell_timeout_s=per_cell, cell_cpu_time_s=per_cell, max_output_bytes=output,
+            memory_mb=max(16, memory_mb), max_cells=max(1, len(body.cells)), cpu_time_s=total,
+            lifetime_s=lifetime, idle_timeout_s=lifetime,
         )  # fmt: skip
         problems = (
             work_path_problems(list(files), None)
@@ -154,10 +156,24 @@ class JupyterEndpoint:
             raise RequestFieldError([FieldProblem(name, problem) for name, problem in problems])
         return body, files, limits
 
+    def _total_timeout(self, body: RunJupyterRequest) -> float:
+        """``total_timeout`` under the server's session lifetime cap: an explicit one above it is a 422,
+        the default is lowered to it (as ``/v1/sessions`` treats ``limits.lifetime_s``)."""
+        cap_s = self.endpoints.config.max_lifetime_s
+        if body.total_timeout <= cap_s:
+            return body.total_timeout
+        if "total_timeout" in body.model_fields_set:
+            message = (
+                f"is {body.total_timeout}; this server allows at most {cap_s} "
+                "(server option --session-max-lifetime-s)"
+            )
+            raise RequestFieldError([FieldProblem("total_timeout", message, "cap_exceeded")])
+        return cap_s
+
     async def handle(self, request: web.Request) -> web.Response:
         body, files, limits = self._request(await self.endpoints.read_json(request))
         manager = self.endpoints.manager
-        full = self.endpoints.room(1)
+        full = self.endpoints.reserve(1)
         if full is not None:
             return full
         start = time.monotonic()
@@ -169,13 +185,21 @@ class JupyterEndpoint:
             return web.json_response(
                 _response("SandboxError", str(exc), _command("Error", None, None, str(exc)), [])
             )
-        try:
-            return web.json_response(await manager.in_thread(lambda: self._run(session, body, start)))
         finally:
+            self.endpoints.unreserve(1)
+        self.endpoints.transient.add(session)  # killed at once if the server stops
+        try:
+            answer = await manager.in_thread(lambda: self._run(session, body, limits.cpu_time_s, start))
+        except SessionClosedError:
+            why = "the server stopped while the cells ran"
+            answer = _response("SandboxError", why, _command("Error", None, None, why), [])
+        finally:
+            self.endpoints.transient.discard(session)
             await manager.in_thread(session.close)
+        return web.json_response(answer)
 
-    def _run(self, session: Session, body: RunJupyterRequest, start: float) -> dict[str, Any]:
-        deadline = start + body.total_timeout
+    def _run(self, session: Session, body: RunJupyterRequest, total_s: float, start: float) -> dict[str, Any]:
+        deadline = start + total_s
         cells, ended, notes = [], None, []
         for code in body.cells:
             left = deadline - time.monotonic()

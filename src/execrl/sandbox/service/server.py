@@ -19,8 +19,8 @@ integer past Python's 4,300-digit limit or a lone surrogate (naming the field), 
 of ``ServiceConfig``'s caps (output per stream, tests, batch size, worst-case result size: ``type:
 cap_exceeded``); unknown routes 404, wrong methods 405, bodies over ``max_body_mb`` 413 (by
 Content-Length, before the body is read), a POST whose Content-Type is not ``application/json`` (or whose
-charset is not UTF-8) 415 and a POST whose ``Origin`` header is not in ``allowed_origins`` 403, all as
-JSON. These body rules live in ``http_edge.py``, shared with ``execrl serve``; bodies over 1 MiB are
+charset is not UTF-8, or which has a ``Content-Encoding``) 415 and a POST whose ``Origin`` header is not
+in ``allowed_origins`` 403, all as JSON. These body rules live in ``http_edge.py``, shared with ``execrl serve``; bodies over 1 MiB are
 decoded off the event loop. A sandbox that cannot run (not the candidate's fault) answers 503 on the native endpoints and
 ``status: SandboxError`` on ``/run_code``, like SandboxFusion.
 
@@ -60,6 +60,7 @@ from execrl.sandbox.types import ExecutionRequest, ExecutionResult, Verdict
 __all__ = ["ServiceConfig", "SupportsAsyncRun", "create_app", "serve"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+SHUTDOWN_GRACE_S = 10.0  # what requests still in flight get once SIGTERM arrived
 
 
 class SupportsAsyncRun(Protocol):
@@ -305,7 +306,12 @@ def create_app(
 
 
 async def _serve_until_signal(app: web.Application, host: str, port: int) -> None:
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # auto_decompress off: compressed bodies are refused (``http_edge``), and the unread rest of one is
+    # drained as it came, never inflated on the event loop. On SIGTERM, running cells are killed first
+    # (``on_shutdown``), then requests in flight get ``SHUTDOWN_GRACE_S`` (aiohttp's default: 60 s).
+    runner = web.AppRunner(
+        app, access_log=None, handle_signals=False, auto_decompress=False, shutdown_timeout=SHUTDOWN_GRACE_S
+    )
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

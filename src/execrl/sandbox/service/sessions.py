@@ -12,18 +12,28 @@
 
 A cell result is ``CellResult.to_dict()`` (``types.py``: verdict, stdout, stderr, value, error, limit,
 session_alive...). Caps (``SessionServiceConfig``, the ``--session-*`` options of ``execrl sandbox serve``):
-sessions open at once (429 above), ``limits.lifetime_s``, ``limits.memory_mb`` and
-``limits.max_output_bytes`` (422 naming the field), forks per call (422). Bad input answers 422 naming
-the field, an unknown session 404, a fork of a session that is not a template 409, as JSON in the
-service's error shape. Templates run their setup cells with the capabilities a fork's jail needs inside
-the template's own user namespace (none on the host, ``zygote/session_userns.py``), which reach more kernel code than a
-session's cells do, so they are refused (403) unless the server was started with
-``--session-templates``: allow them only for clients whose setup code you trust. Every session the
-server opened is killed when it stops.
+sessions open at once (429 above: counted with the opens and forks still in flight, so concurrent opens
+past the cap are 429 too), ``limits.lifetime_s``, ``limits.memory_mb`` and ``limits.max_output_bytes``
+(422 naming the field; ``/run_jupyter``'s ``total_timeout`` against the same lifetime cap), forks per
+call (422). Bad input answers 422 naming the field, an unknown session 404, a fork of a session that is
+not a template 409, as JSON in the service's error shape.
+
+One session, one call at a time, and none blocks the server (issue 35, class 7): a session's cells,
+forks and file reads queue on the event loop (``MAX_QUEUED`` at most, 429 beyond), so they hold no
+worker thread while they wait and another session's cell never waits behind them; ``GET`` answers
+without waiting for a running cell; ``DELETE`` and stopping the server kill a running cell at once (its
+request answers 404: the session is gone).
+
+Templates run their setup cells with the capabilities a fork's jail needs inside the template's own
+user namespace (none on the host,
+``zygote/session_userns.py``), which reach more kernel code than a session's cells
+do, so they are refused (403) unless the server was started with ``--session-templates``: allow them
+only for clients whose setup code you trust. Every session the server opened is killed when it stops.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import math
 from collections.abc import Awaitable, Callable
@@ -51,6 +61,7 @@ __all__ = ["SessionEndpoints", "SessionServiceConfig", "add_session_routes", "pa
 
 ReadJson = Callable[[web.Request], Awaitable[Any]]
 _DEFAULTS = SessionLimits()
+MAX_QUEUED = 16  # requests waiting for one session (a client sends one cell at a time)
 
 
 @dataclass(frozen=True)
@@ -161,6 +172,9 @@ class SessionEndpoints:
         self.max_output_bytes = max_output_bytes
         self.read_json = read_json
         self.opened: set[str] = set()
+        self.transient: set[_SessionBase] = set()  # ``/run_jupyter``'s sessions while their request runs
+        self._gates: dict[str, _Gate] = {}
+        self._reserved = 0  # slots of opens and forks in flight
 
     @property
     def manager(self) -> SessionManager:
@@ -186,19 +200,48 @@ class SessionEndpoints:
         except InvalidRequestError as exc:
             raise RequestFieldError([FieldProblem(field, str(exc).removeprefix("limits."))]) from None
 
-    def room(self, wanted: int) -> web.Response | None:
-        alive = self.manager.count(alive_only=True)
-        if alive + wanted > self.config.max_sessions:
+    def reserve(self, wanted: int) -> web.Response | None:
+        """Take ``wanted`` of the server's sessions for an open or a fork about to start (give them back
+        with ``unreserve`` once it ended, either way), or the 429 if they are not free. On the event
+        loop, with no await between the check and the count: concurrent opens cannot all pass it."""
+        taken = self.manager.count(holding_slots=True) + self._reserved
+        if taken + wanted > self.config.max_sessions:
             message = (
-                f"{alive} are open and this asks for {wanted} more; the server allows "
+                f"{taken} are open or opening and this asks for {wanted} more; the server allows "
                 f"{self.config.max_sessions} (server option --session-max-sessions)"
             )
             return refusal(429, "sessions", message, "cap_exceeded")
+        self._reserved += wanted
         return None
+
+    def unreserve(self, wanted: int) -> None:
+        self._reserved -= wanted
 
     def session(self, request: web.Request) -> _SessionBase | None:
         session_id = request.match_info["session_id"]
-        return self.manager.get(session_id) if session_id in self.opened else None
+        session = self.manager.get(session_id) if session_id in self.opened else None
+        if session is None:  # closed, or forgotten by the watchdog long after it ended
+            self.opened.discard(session_id)
+            self._gates.pop(session_id, None)
+        return session
+
+    def busy(self, session: _SessionBase) -> web.Response | None:
+        """The 429 for a session that already has ``MAX_QUEUED`` requests waiting."""
+        gate = self._gates.get(session.id)
+        if gate is not None and gate.waiting >= MAX_QUEUED:
+            message = f"{gate.waiting} requests already wait for this session; send its calls one at a time"
+            return refusal(429, "session_id", message, "busy")
+        return None
+
+    async def serial(self, session: _SessionBase, call: Callable[[], Any]) -> Any:
+        """Run ``call`` on a worker thread once the session's earlier calls ended (check ``busy`` first)."""
+        gate = self._gates.setdefault(session.id, _Gate())
+        gate.waiting += 1
+        try:
+            async with gate.lock:
+                return await self.manager.in_thread(call)
+        finally:
+            gate.waiting -= 1
 
     @staticmethod
     def unknown(request: web.Request) -> web.Response:
@@ -226,20 +269,25 @@ class SessionEndpoints:
             **body.files,
             **decode_base64_files(body.files_base64, "files_base64"),
         }
-        full = self.room(1)
+        manager, runtime = self.manager, body.runtime
+        full = self.reserve(1)
         if full is not None:
             return full
-        manager, runtime = self.manager, body.runtime
         session: _SessionBase
-        if body.template:
-            session, setup = await manager.in_thread(
-                lambda: manager.open_template(setup=body.setup, runtime=runtime, limits=limits, files=files)
-            )
-        else:
-            session = await manager.in_thread(
-                lambda: manager.open_session(runtime=runtime, limits=limits, files=files)
-            )
-            setup = []
+        try:
+            if body.template:
+                session, setup = await manager.in_thread(
+                    lambda: manager.open_template(
+                        setup=body.setup, runtime=runtime, limits=limits, files=files
+                    )
+                )
+            else:
+                session = await manager.in_thread(
+                    lambda: manager.open_session(runtime=runtime, limits=limits, files=files)
+                )
+                setup = []
+        finally:
+            self.unreserve(1)
         self.opened.add(session.id)
         return web.json_response(
             {
@@ -256,9 +304,12 @@ class SessionEndpoints:
             return self.unknown(request)
         body: CellModel = parse(CellModel, await self.read_json(request))
         run = session.run_setup if isinstance(session, SessionTemplate) else session.run  # type: ignore[attr-defined]
+        busy = self.busy(session)
+        if busy is not None:
+            return busy
         try:
-            result = await self.manager.in_thread(
-                lambda: run(body.code, timeout_s=body.timeout_s, cpu_time_s=body.cpu_time_s)
+            result = await self.serial(
+                session, lambda: run(body.code, timeout_s=body.timeout_s, cpu_time_s=body.cpu_time_s)
             )
         except SessionForkError as exc:
             return refusal(409, "code", str(exc), "conflict")
@@ -277,13 +328,17 @@ class SessionEndpoints:
         limits = self.limits(body.limits, "limits") if body.limits is not None else None
         if not isinstance(session, SessionTemplate):
             return refusal(409, "session_id", str(_refused(session)), "conflict")
-        full = self.room(body.n)
+        full = self.busy(session) or self.reserve(body.n)
         if full is not None:
             return full
         try:
-            forks = await self.manager.in_thread(lambda: session.fork(body.n, limits=limits))
+            forks = await self.serial(session, lambda: session.fork(body.n, limits=limits))
         except SessionForkError as exc:
             return refusal(409, "session_id", str(exc), "conflict")
+        except SessionError:  # closed meanwhile
+            return self.unknown(request)
+        finally:
+            self.unreserve(body.n)
         self.opened.update(fork.id for fork in forks)
         return web.json_response({"sessions": [{"session_id": fork.id, "kind": fork.kind} for fork in forks]})
 
@@ -295,7 +350,13 @@ class SessionEndpoints:
         problems = fetch_path_problems(body.paths)
         if problems:
             raise RequestFieldError([FieldProblem("paths", problems[0][1])])
-        found, errors = await self.manager.in_thread(lambda: session.read_files(body.paths))
+        busy = self.busy(session)
+        if busy is not None:
+            return busy
+        try:
+            found, errors = await self.serial(session, lambda: session.read_files(body.paths))
+        except SessionError:  # closed meanwhile
+            return self.unknown(request)
         return web.json_response(
             {"files": {p: base64.b64encode(d).decode() for p, d in found.items()}, "errors": errors}
         )
@@ -307,22 +368,36 @@ class SessionEndpoints:
         return web.json_response(session.stats().to_dict())
 
     async def close(self, request: web.Request) -> web.Response:
+        """Kill the session now, even while a cell runs (that cell's request answers 404)."""
         session = self.session(request)
         if session is None:
             return self.unknown(request)
+        session._kill()  # at once, on the loop (a signal and a cgroup write): a running cell ends
         await self.manager.in_thread(session.close)
         self.opened.discard(session.id)
+        self._gates.pop(session.id, None)
         return web.json_response({"session_id": session.id, "closed": True})
 
     async def close_all(self, app: web.Application) -> None:
-        """The server stops: every session it opened dies (the sandbox's close kills the rest)."""
-        if not self.opened:
+        """The server stops (``on_shutdown``: before aiohttp waits for the requests in flight): every
+        session it opened dies at once, running cells included, so that those requests end now."""
+        if not self.opened and not self.transient:
             return
-        for session_id in list(self.opened):
-            session = self.manager.get(session_id)
-            if session is not None:
-                await self.manager.in_thread(session.close)
+        sessions = [self.manager.get(session_id) for session_id in self.opened]
+        alive = [s for s in [*sessions, *self.transient] if s is not None]
+        for session in alive:
+            session._kill()
+        await asyncio.gather(*(self.manager.in_thread(session.close) for session in alive))
         self.opened.clear()
+        self._gates.clear()
+
+
+class _Gate:
+    """One session's queue: its calls run one at a time, the waiting ones on the event loop."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.waiting = 0
 
 
 def _refused(session: _SessionBase) -> SessionForkError:
@@ -350,5 +425,5 @@ def add_session_routes(
     app.router.add_post("/v1/sessions/{session_id}/files", endpoints.files)
     app.router.add_get("/v1/sessions/{session_id}", endpoints.stats)
     app.router.add_delete("/v1/sessions/{session_id}", endpoints.close)
-    app.on_cleanup.append(endpoints.close_all)
+    app.on_shutdown.append(endpoints.close_all)
     return endpoints

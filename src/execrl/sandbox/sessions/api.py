@@ -23,13 +23,15 @@ sandbox itself failing raise.
 from __future__ import annotations
 
 import base64
+import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from execrl.sandbox.host.cgroups import CgroupSlot
 from execrl.sandbox.host.pool import WorkerPool
 from execrl.sandbox.sessions import driver
 from execrl.sandbox.sessions.judge import ended_answer, judge_cell, refused_cell
@@ -48,11 +50,25 @@ if TYPE_CHECKING:
 
 __all__ = ["Session"]
 
+IDLE_CPU_S = 0.002  # CPU a session may use between two cells before it is frozen between cells for good
+
 
 class _SessionBase:
-    """The cell loop, ending and closing, shared by sessions, templates and forks."""
+    """The cell loop, ending and closing, shared by sessions, templates and forks.
+
+    Two locks: ``_lock`` is held for a whole cell (one cell at a time); ``_state`` only for a few field
+    updates, so that ``stats`` and ``close`` never wait for a running cell (``close`` kills it).
+
+    ``freezes``: work a cell leaves running computes only while a later cell runs (issue 35, class 6).
+    The watchdog checks every ``WATCH_INTERVAL_S`` whether the session's cgroup used more than
+    ``IDLE_CPU_S`` of CPU since its last cell ended; the first time it did, the cgroup is frozen, and
+    from then on it is frozen whenever no cell runs (``_exchange`` thaws it for a cell and freezes it
+    after). A session that leaves nothing running never pays the freeze (~0.2 ms a cell, measured); one
+    that does gets one watchdog interval of it between two cells, charged to its ``cpu_time_s``. A
+    template runs trusted setup only and must answer fork requests, so it is never frozen."""
 
     kind = "session"
+    freezes = True
 
     def __init__(
         self, manager: SessionManager, pool: WorkerPool, endpoint: driver.Endpoint, limits: SessionLimits,
@@ -64,6 +80,7 @@ class _SessionBase:
         self._pool = pool
         self._endpoint = endpoint
         self._lock = threading.RLock()
+        self._state = threading.Lock()
         self._index = cells_before  # cells numbered across a template and its forks
         self._cells = 0
         self._created = time.monotonic()
@@ -75,11 +92,19 @@ class _SessionBase:
         self._ended_at = 0.0
         self._closed = False
         self._released = False
+        self._frozen = False
+        self._always_freeze = False  # set once the watchdog found work left running between cells
+        self._rest_cpu_s: float | None = self._cpu_used()  # its CPU when the last cell ended
 
     # -- public ----------------------------------------------------------------------------------------
     @property
     def alive(self) -> bool:
         return self._ending is None and not self._closed
+
+    @property
+    def holds_slot(self) -> bool:
+        """Whether its sandbox slot is still taken (until it ended, or was closed and its forks too)."""
+        return not self._released
 
     @property
     def cells_run(self) -> int:
@@ -90,16 +115,21 @@ class _SessionBase:
         return now - self._ended_at if self._ending is not None else 0.0
 
     def stats(self) -> SessionStats:
-        with self._lock:
-            memory = 0.0
-            if self._endpoint.slot is not None and not self._released:
-                memory = self._endpoint.slot.memory_mb()
-            now = time.monotonic()
-            ended = "closed" if self._closed else (self._ending.message if self._ending else "")
-            return SessionStats(
-                self.id, self.kind, self.alive, self._cells, self._cpu_s, memory, self._peak_mb,
-                now - self._created, now - self._last, ended,
-            )  # fmt: skip
+        """What the parent sees now; never waits for a running cell (it is read on the HTTP service's
+        event loop: issue 35, class 7)."""
+        memory, cpu = 0.0, self._cpu_s
+        with self._state:  # the slot is this session's while it is not released
+            slot = self._endpoint.slot
+            if slot is not None and not self._released:
+                with contextlib.suppress(OSError):
+                    memory = slot.memory_mb()
+                    cpu = max(cpu, slot.cpu_time_s())
+        now = time.monotonic()
+        ended = "closed" if self._closed else (self._ending.message if self._ending else "")
+        return SessionStats(
+            self.id, self.kind, self.alive, self._cells, cpu, memory, self._peak_mb,
+            now - self._created, now - self._last, ended,
+        )  # fmt: skip
 
     def read_files(
         self, paths: Sequence[str], *, max_file_bytes: int = 4 << 20, max_bytes: int = 16 << 20
@@ -120,19 +150,23 @@ class _SessionBase:
                 "max_file_bytes": max_file_bytes,
                 "max_bytes": max_bytes,
             }
-            out = self._endpoint.exchange(message, budget, _fetch_answer(wanted))
+            out = self._exchange(message, budget, _fetch_answer(wanted))
             self._account(out)
+            self._check_open()
             if out.record is None:
                 self._end_from(out, self._index)
                 return {}, {path: "the session ended while reading it" for path in wanted}
             return _files_from(out.records)
 
     def close(self) -> None:
-        """End the session: its processes are killed, its slot is freed. Idempotent."""
-        with self._lock:
+        """End the session: its processes are killed at once (a cell running in another thread ends,
+        its ``run`` raises ``SessionClosedError``), its slot is freed. Idempotent."""
+        with self._state:
             if self._closed:
                 return
             self._closed = True
+        self._kill()
+        with self._lock:
             self._release()
         self._manager.forget(self)
 
@@ -152,8 +186,50 @@ class _SessionBase:
         if self._closed:
             raise SessionClosedError(f"{self.kind} {self.id} is closed")
 
+    def _cpu_used(self) -> float:
+        """The session's CPU so far: its cgroup's count since it opened, every process and the time
+        between cells included (a cell's ``cpu_s`` counts only while it runs)."""
+        slot = self._endpoint.slot
+        if slot is not None and not self._released:
+            with contextlib.suppress(OSError):
+                self._cpu_s = max(self._cpu_s, slot.cpu_time_s())
+        return self._cpu_s
+
     def _cpu_left(self) -> float:
+        """What is left of ``cpu_time_s`` (as of the last cell or watchdog check: reading the cgroup's
+        count costs ~25 us, and the watchdog reads it every 0.1 s between cells)."""
         return self.limits.cpu_time_s - self._cpu_s
+
+    def _freezer(self) -> CgroupSlot | None:
+        slot = self._endpoint.slot
+        return slot if self.freezes and slot is not None and slot.can_freeze else None
+
+    def _exchange(
+        self, message: dict[str, Any], budget: driver.CellBudget, answer: Callable[[dict[str, Any]], str]
+    ) -> driver.Outcome:
+        """One exchange with the interpreter (the caller holds ``_lock``), its cgroup thawed for it; after
+        it, frozen again if work was once found running between cells (the class docstring)."""
+        slot = self._freezer()
+        if slot is not None and self._frozen:
+            slot.thaw()
+            self._frozen = False
+        self._rest_cpu_s = None
+        out = self._endpoint.exchange(message, budget, answer)
+        if slot is not None and not out.dead and out.killed is None and not self._closed:
+            if self._always_freeze:  # (a dying session stays thawed: a frozen process cannot die)
+                slot.freeze()
+                self._frozen = True
+            self._rest_cpu_s = out.cpu_total_s
+        return out
+
+    def _freeze_if_busy(self, cpu_s: float) -> None:
+        """The watchdog's check while no cell runs (the class docstring); ``cpu_s``: the session's CPU."""
+        slot = self._freezer()
+        if slot is None or self._frozen or self._rest_cpu_s is None:
+            return
+        if cpu_s - self._rest_cpu_s > IDLE_CPU_S:
+            slot.freeze()
+            self._frozen = self._always_freeze = True
 
     def _run(self, code: str, timeout_s: float | None, cpu_time_s: float | None) -> CellResult:
         if not isinstance(code, str):
@@ -178,8 +254,10 @@ class _SessionBase:
                 end_of_life=self._end_of_life,
             )
             message = {"op": "cell", "i": index, "code": code, "max_repr": self.limits.max_output_bytes}
-            out = self._endpoint.exchange(message, budget, _cell_answer(index))
+            out = self._exchange(message, budget, _cell_answer(index))
             self._account(out)
+            if self._closed:
+                raise SessionClosedError(f"{self.kind} {self.id} was closed while the cell ran")
             ended = out.dead or out.killed is not None
             status = self._endpoint.wait_status(driver.EXIT_REPORT_S) if ended else None
             result = judge_cell(out, index, status, self._exit_unknown())
@@ -189,7 +267,7 @@ class _SessionBase:
             return result
 
     def _account(self, out: driver.Outcome) -> None:
-        self._cpu_s += out.cpu_s
+        self._cpu_s = max(self._cpu_s + out.cpu_s, out.cpu_total_s)  # the slot's count: between cells too
         if self._endpoint.slot is not None:
             self._peak_mb = max(self._peak_mb, self._endpoint.slot.stats().peak_memory_mb)
 
@@ -208,9 +286,21 @@ class _SessionBase:
         status = self._endpoint.wait_status(driver.EXIT_REPORT_S)
         self._end(judge_cell(out, index, status, self._exit_unknown()))
 
+    def _kill(self) -> None:
+        """Kill the session's sandbox now, from any thread (a running cell sees its pid 1 end)."""
+        with self._state:
+            if not self._released:
+                with contextlib.suppress(OSError):
+                    self._endpoint.kill()
+                slot = self._freezer()
+                if slot is not None:
+                    slot.thaw()  # a frozen process dies only once it runs again (cgroup v1)
+
     def _release(self) -> None:
         if not self._released:
-            self._released = True
+            self._kill()
+            with self._state:
+                self._released = True
             self._pool.release(self._endpoint.worker)
 
     # -- the manager's watchdog ------------------------------------------------------------------------
@@ -222,6 +312,8 @@ class _SessionBase:
         try:
             if self._ending is not None or self._closed:
                 return
+            cpu_s = self._cpu_used()  # one read of the cgroup's count per check
+            self._freeze_if_busy(cpu_s)
             index = self._index + 1
             if self._endpoint.ended():
                 out = driver.Outcome(dead=True, oom=self._endpoint.stats().oom_kills > 0)
@@ -244,9 +336,7 @@ class _SessionBase:
                         Verdict.TIME_LIMIT,
                     )
                 )
-            elif (
-                self._endpoint.slot is not None and self._endpoint.slot.cpu_time_s() > self.limits.cpu_time_s
-            ):
+            elif cpu_s > self.limits.cpu_time_s:
                 self._end(
                     refused_cell(
                         index,

@@ -60,6 +60,7 @@ class Outcome:
     dead: bool = False  # the sandbox's pid 1 ended
     wall_s: float = 0.0
     cpu_s: float = 0.0
+    cpu_total_s: float = 0.0  # the slot's count when it ended (the session's CPU so far)
     oom: bool = False
 
 
@@ -191,6 +192,7 @@ class _Exchange:
         after = ep.stats()
         self.out.wall_s = time.monotonic() - start
         self.out.cpu_s = max(0.0, after.cpu_time_s - before.cpu_time_s)
+        self.out.cpu_total_s = after.cpu_time_s
         self.out.oom = after.oom_kills > before.oom_kills
         return self.out
 

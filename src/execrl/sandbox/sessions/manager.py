@@ -54,10 +54,13 @@ class SessionManager:
         self._seccomp_policy = seccomp_policy
         self._pools: dict[str, WorkerPool] = {}
         self._sessions: dict[str, _SessionBase] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the registry's: held for a few field reads, never while waiting
+        self._pool_lock = threading.Lock()  # one session pool is started at a time
         self._closed = False
+        # One thread per session running a call and one per session opening: enough when each session's
+        # async calls come one at a time (the HTTP service queues them per session, ``service.sessions``).
         self._executor = ThreadPoolExecutor(
-            max_workers=max(4, max_sessions), thread_name_prefix="execrl-session"
+            max_workers=2 * max_sessions + 4, thread_name_prefix="execrl-session"
         )
         self._stop = threading.Event()
         self._watchdog = threading.Thread(target=self._watch, name="execrl-session-watchdog", daemon=True)
@@ -115,13 +118,17 @@ class SessionManager:
         return pool, endpoint
 
     def _pool(self, runtime: str | None) -> WorkerPool:
+        """The runtime's session pool, started on first use (its zygote starts outside the registry's
+        lock: ``get``/``count`` answer meanwhile, as the HTTP service's event loop calls them)."""
         name = runtime or DEFAULT_RUNTIME
         resolved = resolve_runtime("python", runtime)
-        with self._lock:
-            if self._closed:
-                raise SessionClosedError("the sandbox is closed")
-            if name not in self._pools:
-                self._pools[name] = WorkerPool(
+        with self._pool_lock:
+            with self._lock:
+                if self._closed:
+                    raise SessionClosedError("the sandbox is closed")
+                pool = self._pools.get(name)
+            if pool is None:
+                pool = WorkerPool(
                     workers=0,
                     slots=self.max_sessions,
                     default_key=(Limits().workdir_mb, Limits().workdir_inodes),
@@ -131,8 +138,16 @@ class SessionManager:
                     warm_start=False,
                     packages_dir=resolved.packages_dir,
                     preload=resolved.preload,
+                    freezer=True,
                 )
-            return self._pools[name]
+                with self._lock:
+                    closed = self._closed
+                    if not closed:
+                        self._pools[name] = pool
+                if closed:
+                    pool.close()
+                    raise SessionClosedError("the sandbox is closed")
+            return pool
 
     # -- registry --------------------------------------------------------------------------------------
     def adopt(self, sessions: Iterable[_SessionBase]) -> None:
@@ -148,9 +163,14 @@ class SessionManager:
         with self._lock:
             return self._sessions.get(session_id)
 
-    def count(self, *, alive_only: bool = False) -> int:
+    def count(self, *, alive_only: bool = False, holding_slots: bool = False) -> int:
+        """Sessions of this sandbox: all, the ``alive`` ones, or those ``holding_slots`` (a closed
+        template whose forks live holds its slot; an ended session holds none)."""
         with self._lock:
-            return sum(1 for s in self._sessions.values() if s.alive or not alive_only)
+            sessions = list(self._sessions.values())
+        if holding_slots:
+            return sum(1 for s in sessions if s.holds_slot)
+        return sum(1 for s in sessions if s.alive or not alive_only)
 
     def pools(self) -> list[WorkerPool]:
         with self._lock:

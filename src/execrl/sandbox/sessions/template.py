@@ -68,6 +68,7 @@ class SessionTemplate(_SessionBase):
     before); the forks' cells get Python's allow list."""
 
     kind = "template"
+    freezes = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -113,14 +114,20 @@ class SessionTemplate(_SessionBase):
         return await self._manager.in_thread(lambda: self.fork(n, limits=limits))
 
     def close(self) -> None:
-        """No more forks; the sandbox ends now if no fork is alive, else when the last one ends."""
-        with self._lock:
+        """No more forks; the sandbox ends now if no fork is alive (a running setup cell is killed),
+        else when the last one ends."""
+        with self._state:
             if self._closed:
                 return
             self._closed = True
-            if not self._forks:
+        if not self._forks:
+            self._kill()
+        with self._lock:
+            released = not self._forks
+            if released:
                 self._release()
-        self._manager.forget(self)
+        if released:  # else it stays registered, holding its slot, until its last fork ends
+            self._manager.forget(self)
 
     def _idle_applies(self) -> bool:
         return not self._forks
@@ -162,8 +169,11 @@ class SessionTemplate(_SessionBase):
     def fork_ended(self, fork: _Fork) -> None:
         with self._lock:
             self._forks.discard(fork)
-            if self._closed and not self._forks:
+            released = self._closed and not self._forks and not self._released
+            if released:
                 self._release()
+        if released:
+            self._manager.forget(self)
 
     def _reply(self, timeout_s: float = FORK_REPLY_TIMEOUT_S) -> tuple[dict[str, Any], list[int]]:
         deadline = time.monotonic() + timeout_s

@@ -23,6 +23,13 @@ interpreter gets ``KeyboardInterrupt``; a cell that ignores it is killed with it
 session that already ended does not run: it answers the ending's verdict and ``limit`` with
 ``session_alive=False``. Cells a process limit stops (``max_processes``: ``fork`` fails) or that fill
 the work directory (``workdir_mb``: ``ENOSPC``) raise in the cell like any other error.
+
+Between cells a session computes nothing: its cgroup is frozen from the end of one cell (or fetch) to
+the start of the next, so threads and processes a cell leaves running wait, then run on during later
+cells, where their CPU counts against that cell's ``cell_cpu_time_s`` (issue 35, class 6). A host whose
+cgroups have no freezer (v1 without the ``freezer`` hierarchy) runs them between cells, and their CPU
+still counts against the session's ``cpu_time_s``, checked every 0.1 s. Templates (trusted setup) are
+never frozen.
 """
 
 from __future__ import annotations
@@ -57,7 +64,8 @@ class SessionLimits:
     ``memory_mb`` (cgroup memory, swap included), ``max_processes`` (processes and threads, the cgroup's
     ``pids.max``; the session's init and interpreter are not counted), ``workdir_mb``/``workdir_inodes``
     (its private tmpfs), ``max_file_mb`` (RLIMIT_FSIZE), ``max_open_files``, ``max_cells``,
-    ``cpu_time_s`` (CPU of the whole session across cells), ``lifetime_s`` (from open), and
+    ``cpu_time_s`` (CPU of every process of the session since it opened, what ran between cells
+    included), ``lifetime_s`` (from open), and
     ``idle_timeout_s`` (no cell running for this long ends it)."""
 
     cell_timeout_s: float = 30.0

@@ -15,11 +15,13 @@ template's capabilities and running only code of the template (which never ran a
 makes itself a sandbox as separate from its siblings as two independent sandboxes:
 
 1. descriptors: it keeps only the four pipes the parent made for it (received by the template over its
-   control socket, ``SCM_RIGHTS``); every descriptor the setup left open is closed, except read-only
-   files of the read-only system tree and ``/dev/{null,zero,random,urandom}``, and files of the
-   template's work directory, which are reopened on the fork's private copy at the same number and
-   offset. Pipes, sockets, socket pairs, memfds, event fds and pidfds made during setup do not survive:
-   they are the channels siblings could share.
+   control socket, ``SCM_RIGHTS``); every descriptor the setup left open is closed. Files of the
+   template's work directory are reopened on the fork's private copy, and read-only files of the
+   read-only system tree and ``/dev/{null,zero,random,urandom}`` are reopened by path (the same file,
+   checked by device and inode), each at the same number, status flags and offset: an open file
+   description shared with siblings would let one move another's offset or flags (issue 35). Pipes,
+   sockets, socket pairs, memfds, event fds and pidfds made during setup do not survive: they are the
+   channels siblings could share.
 2. cgroups: it waits until the parent has moved it into its own slot's cgroups (memory, pids, CPU), then
    enters a new cgroup namespace rooted there. Its memory limit bounds what it allocates after the fork;
    the pages it shares with the template stay charged to the template's cgroup (bounded by the
@@ -70,6 +72,8 @@ from execrl.sandbox.zygote import session_worker as worker
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, NoReturn
+
+    Reopen = tuple[int, str, int, int, int, tuple[int, int, int] | None]  # see ``_close_inherited``
 
 FORK_FLAGS = seccomp.TEMPLATE_CLONE_FLAGS  # new pid, mount, ipc, uts and network namespaces
 SAFE_DEVICES = frozenset(os.makedev(1, minor) for minor in (3, 5, 8, 9))  # null, zero, random, urandom
@@ -222,11 +226,16 @@ def fork_main(
         os._exit(1)
 
 
-def _close_inherited(keep: set[int]) -> list[tuple[int, str, int, int, int]]:
-    """Close every descriptor inherited from the template but ``keep``, the read-only system files and
-    the harmless devices; note the template's work-directory files, to reopen on the private copy."""
+def _close_inherited(keep: set[int]) -> list[Reopen]:
+    """Close every descriptor inherited from the template but ``keep``, and note those to open again:
+    the template's work-directory files (on the fork's private copy) and the read-only system files and
+    harmless devices (the same file again, checked by device and inode). Nothing inherited stays open
+    as it is: a descriptor kept across the clone shares its open file description (offset, status
+    flags, owner) with the template and every sibling, so one sample's ``lseek``, ``read`` or
+    ``F_SETFL`` would move another's, and a later fork would start where a sibling left it
+    (issue 35, class 5). Each entry: ``(fd, path, flags, offset, fd flags, identity or None)``."""
     work_dev = os.stat(jail.WORKDIR).st_dev
-    reopen = []
+    reopen: list[Reopen] = []
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd in keep:
@@ -237,14 +246,21 @@ def _close_inherited(keep: set[int]) -> list[tuple[int, str, int, int, int]]:
         except OSError:  # the descriptor the listing itself used
             continue
         kind = stat.S_IFMT(info.st_mode)
-        on_file = kind in (stat.S_IFREG, stat.S_IFDIR)
-        if fd > 4 and on_file and info.st_dev == work_dev:
-            path = os.readlink(f"/proc/self/fd/{fd}")
-            if path.startswith(jail.WORKDIR) and not path.endswith(" (deleted)"):
-                offset = os.lseek(fd, 0, os.SEEK_CUR) if kind == stat.S_IFREG else 0
-                reopen.append((fd, path, flags, offset, fcntl.fcntl(fd, fcntl.F_GETFD)))
-        elif fd > 2 and _harmless(fd, info, flags):
-            continue
+        identity = None
+        if kind in (stat.S_IFREG, stat.S_IFDIR) and info.st_dev == work_dev:
+            wanted = fd > 4
+        else:
+            wanted = fd > 4 and _harmless(fd, info, flags)
+            identity = (info.st_dev, info.st_ino, info.st_rdev)
+        path = os.readlink(f"/proc/self/fd/{fd}") if wanted else ""
+        if identity is None and not path.startswith(jail.WORKDIR):
+            wanted = False
+        if wanted and path.startswith("/") and not path.endswith(" (deleted)"):
+            offset = 0  # a directory of the copy lists its entries in an order of its own: from the start
+            with contextlib.suppress(OSError):  # a device, or an O_PATH descriptor, has none
+                if identity is not None or kind == stat.S_IFREG:
+                    offset = os.lseek(fd, 0, os.SEEK_CUR)
+            reopen.append((fd, path, flags, offset, fcntl.fcntl(fd, fcntl.F_GETFD), identity))
         os.close(fd)
     return reopen
 
@@ -339,14 +355,23 @@ def _copy_file(name: str, src: int, dst: int, mode: int, size: int) -> None:
         os.close(source)
 
 
-def _reopen(reopen: list[tuple[int, str, int, int, int]]) -> None:
-    """The setup's open work-directory files, on the private copy, at the same numbers and offsets."""
-    for fd, path, flags, offset, fd_flags in reopen:
+_NOT_REOPENED = os.O_CREAT | os.O_EXCL | os.O_TRUNC | os.O_ASYNC  # (O_ASYNC cannot be set by open)
+
+
+def _reopen(reopen: list[Reopen]) -> None:
+    """Open again what ``_close_inherited`` noted, at the same numbers, status flags and offsets: a
+    work-directory file on the fork's private copy, a system file or device only if its path still
+    names the same file (else it stays closed, as a file gone from the copy does)."""
+    for fd, path, flags, offset, fd_flags, identity in reopen:
         try:
-            new = os.open(path, (flags & ~(os.O_CREAT | os.O_EXCL | os.O_TRUNC)) | os.O_NOFOLLOW)
+            new = os.open(path, (flags & ~_NOT_REOPENED) | os.O_NOFOLLOW | os.O_NOCTTY)
         except OSError:
             continue  # gone from the copy (a FIFO's reader, a replaced path): the setup's descriptor ends
-        if flags & os.O_ACCMODE != os.O_WRONLY and not flags & os.O_DIRECTORY:
+        info = os.fstat(new)
+        if identity is not None and (info.st_dev, info.st_ino, info.st_rdev) != identity:
+            os.close(new)
+            continue
+        if offset:
             with contextlib.suppress(OSError):
                 os.lseek(new, offset, os.SEEK_SET)
         os.dup2(new, fd, inheritable=not fd_flags & fcntl.FD_CLOEXEC)
