@@ -144,7 +144,9 @@ def test_a_plain_chat_renders_as_the_prompt_encoder_does(tokenizer) -> None:  # 
           {"role": "assistant", "content": "z"}], None, "two assistant turns"),
     ],
 )  # fmt: skip
-def test_rows_no_episode_could_produce_are_refused_with_the_reason(tokenizer, messages, tools, reason) -> None:  # type: ignore[no-untyped-def]
+def test_rows_no_episode_could_produce_are_refused_with_the_reason(
+    tokenizer, messages, tools, reason
+) -> None:  # type: ignore[no-untyped-def]
     declared = [get_tool(tools).declaration()] if tools else None
     with pytest.raises(ConversationError, match=reason):
         render_conversation(tokenizer, messages, tools=declared)

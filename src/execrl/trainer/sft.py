@@ -1,0 +1,150 @@
+"""The supervised fine-tuning loss on packed rows (``execrl sft``, issue 39): cross-entropy of the assistant
+turns' tokens, each conversation attending only to itself.
+
+Attention that does not cross conversations: ``packed_attention(model)`` switches the model's attention to
+:func:`segment_attention`, which runs PyTorch's ``scaled_dot_product_attention`` with ``is_causal=True`` on
+each conversation's span of the row (``PackedRow.segments``), the varlen layout of FlashAttention's
+``cu_seqlens``. Equal to a block-diagonal causal mask (``tests/unit/trainer/test_sft.py`` compares), but
+without one: the causal kernel needs no ``[T, T]`` mask and does ``sum(L_i^2)`` instead of ``T^2`` work.
+Measured on 2 CPU cores, SmolLM2-135M's attention shapes (9 query / 3 key-value heads, head size 64),
+forward + backward, 2 x 2,048 tokens in 5 conversations: 0.43-1.0 s per layer for the segments against 1.1
+s for sdpa with a block-diagonal boolean mask (what transformers builds from packed ``position_ids``) and
+4.5 s for eager attention; at 1,024 tokens in 7 conversations 0.17-0.28 s against 0.39-0.70 s and 1.5 s
+(load 3.7 from other jobs; min / median of 5). No mask is built at all (the mask function is a no-op).
+
+Loss: ``token_losses`` runs the decoder trunk once over the row, then ``lm_head`` and the cross-entropy only
+at the target positions (the assistant tokens), in chunks of ``chunk_tokens`` recomputed in backward when
+there is more than one (``trainer/logprobs.py`` does the same for log-probs): the prompt's, the tool
+answers' and the template's positions never reach the vocabulary projection. A step's loss is the mean
+over every target token of the step (``sft_loss_sum`` / the step's target count), TRL's
+``num_items_in_batch`` normalisation, so splitting a step into micro-batches does not change it.
+
+Limits: models exposing ``get_decoder()`` / ``get_output_embeddings()`` without logit post-processing
+(Llama, Qwen2, Mistral shapes); attention functions receive the segments through the forward's keyword
+arguments, which transformers 5.x passes to every attention layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from execrl.trainer.packing import PackedRow
+
+__all__ = [
+    "PACKED_ATTENTION",
+    "conversation_losses",
+    "packed_attention",
+    "segment_attention",
+    "token_losses",
+]
+
+PACKED_ATTENTION = "execrl_packed"  # the attention implementation's registered name
+_SEGMENTS_KWARG = "execrl_segments"
+
+
+def segment_attention(
+    module: nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[Tensor, None]:
+    """Causal attention inside each segment of a packed row (the transformers attention interface).
+
+    ``query`` [1, Hq, T, D], ``key``/``value`` [1, Hk, T, D] (grouped-query heads: Hq a multiple of Hk);
+    returns [1, T, Hq, D]. The segments come as the forward's ``execrl_segments`` keyword."""
+    segments: Sequence[tuple[int, int]] | None = kwargs.get(_SEGMENTS_KWARG)
+    if segments is None or query.shape[0] != 1:
+        raise ValueError("packed attention needs one row and its segments (execrl_segments=...)")
+    gqa = query.shape[1] != key.shape[1]
+    parts = [
+        F.scaled_dot_product_attention(
+            query[:, :, s:e], key[:, :, s:e], value[:, :, s:e],
+            is_causal=True, dropout_p=dropout, scale=scaling, enable_gqa=gqa,
+        )  # [1, Hq, L_i, D]
+        for s, e in segments
+    ]  # fmt: skip
+    return torch.cat(parts, dim=2).transpose(1, 2).contiguous(), None  # [1, T, Hq, D]
+
+
+def _no_mask(*_args: Any, **_kwargs: Any) -> None:
+    return None  # segment_attention needs no mask tensor
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+
+    AttentionInterface.register(PACKED_ATTENTION, segment_attention)
+    AttentionMaskInterface.register(PACKED_ATTENTION, _no_mask)
+
+
+@contextmanager
+def packed_attention(model: nn.Module) -> Iterator[None]:
+    """Inside the block the model attends per segment (``segment_attention``); its own implementation is
+    restored after, so sampling and evaluation use the model unchanged."""
+    _register()
+    config: Any = model.config
+    previous = config._attn_implementation
+    config._attn_implementation = PACKED_ATTENTION
+    try:
+        yield
+    finally:
+        config._attn_implementation = previous
+
+
+def _trunk(model: nn.Module) -> Any:
+    loose: Any = model
+    return loose.get_decoder()
+
+
+def _head(model: nn.Module) -> Any:
+    loose: Any = model
+    return loose.get_output_embeddings()
+
+
+def _chunk_loss(head: Any, hidden: Tensor, targets: Tensor) -> Tensor:
+    logits = head(hidden)  # [K, V]
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 weights: float32 loss
+    return F.cross_entropy(logits, targets, reduction="none")  # [K]
+
+
+def token_losses(model: nn.Module, row: PackedRow, *, chunk_tokens: int = 4096) -> Tensor:
+    """Cross-entropy of each target token of ``row`` ([K] in row order, at least float32), with attention kept
+    inside each conversation. Call inside ``packed_attention(model)``."""
+    trunk, head = _trunk(model), _head(model)
+    device = next(model.parameters()).device
+    out = trunk(
+        input_ids=row.input_ids.to(device), position_ids=row.position_ids.to(device), use_cache=False,
+        **{_SEGMENTS_KWARG: row.segments},
+    )  # fmt: skip
+    hidden = out.last_hidden_state[0]  # [T, H]
+    positions = row.target_mask[0].nonzero().squeeze(-1).to(device)  # [K]
+    targets = row.input_ids[0].to(device)[positions]  # [K]
+    inputs = hidden[positions - 1]  # [K, H]: token t is predicted from the state at t - 1
+    recompute = torch.is_grad_enabled() and inputs.requires_grad and inputs.shape[0] > chunk_tokens
+    losses = []
+    for start in range(0, inputs.shape[0], chunk_tokens):
+        part, part_targets = inputs[start : start + chunk_tokens], targets[start : start + chunk_tokens]
+        if recompute:
+            losses.append(checkpoint(_chunk_loss, head, part, part_targets, use_reentrant=False))
+        else:
+            losses.append(_chunk_loss(head, part, part_targets))
+    return torch.cat(losses) if losses else hidden.new_zeros(0)
+
+
+def conversation_losses(row: PackedRow, losses: Tensor) -> list[tuple[float, int]]:
+    """Per conversation of ``row``: (sum of its target tokens' losses, number of target tokens)."""
+    counts = [int(row.target_mask[0, s:e].sum()) for s, e in row.segments]
+    sums = torch.split(losses.detach(), counts)
+    return [(float(part.sum()), n) for part, n in zip(sums, counts, strict=True)]
