@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from execrl.config.base import ConfigError
+from execrl.config.base import ConfigError, Section
 from execrl.config.train import TrainConfig
 from execrl.inputs import InputFileError, read_text_file
+
+S = TypeVar("S", bound=Section)
 
 _CONFIG_MAX_BYTES = 1 << 20
 
@@ -46,6 +48,11 @@ def _apply(data: dict[str, Any], path: list[str], value: Any) -> None:
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """Read a TOML file (optional), apply overrides, validate. Errors name the key and what to set."""
+    return load_typed(TrainConfig, path, overrides)
+
+
+def load_typed(schema: type[S], path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> S:
+    """``load_config`` for any top-level config (``TrainConfig``, ``SftConfig``)."""
     data: dict[str, Any] = {}
     if path is not None:
         try:
@@ -59,15 +66,20 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     for item in overrides:
         key_path, value = parse_override(item)
         _apply(data, key_path, value)
-    return validate_config(data, source=str(path) if path else "overrides")
+    return validate_typed(schema, data, source=str(path) if path else "overrides")
 
 
 def validate_config(data: dict[str, Any], *, source: str = "config") -> TrainConfig:
+    return validate_typed(TrainConfig, data, source=source)
+
+
+def validate_typed(schema: type[S], data: dict[str, Any], *, source: str = "config") -> S:
+    """``data`` validated into ``schema``; every error names its key and what to set."""
     bad_key = surrogate_key(data, "")
     if bad_key is not None:
         raise ConfigError(f"{source}: {bad_key}: not valid Unicode text (a lone surrogate); use UTF-8")
     try:
-        return TrainConfig.model_validate(data)
+        return schema.model_validate(data)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():

@@ -36,6 +36,7 @@ import time
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -63,7 +64,7 @@ from execrl.seeding import stream_seed
 from execrl.tools import ToolConfig, ToolEpisode, rollout_tool_episodes, tool_metrics
 from execrl.trainer import compute_advantages, masked_train_batch, policy_update, prepare_batch
 
-__all__ = ["tool_config", "train", "train_step"]
+__all__ = ["tool_config", "tool_episode_eval", "train", "train_step"]
 
 log = logging.getLogger("execrl.tools_rl")
 
@@ -144,16 +145,23 @@ def _score(episode: ToolEpisode) -> Score:
 def tools_eval_spec(run: Run, sandbox: SyncRunner, tools: ToolConfig) -> EpisodeEval:
     """The held-out evaluation of this recipe: its own episodes, judged as in training; a rollout call
     holds as many tasks as the sessions the sandbox was sized for allow (``sessions_held``)."""
+    return tool_episode_eval(run.tokenizer, run.config, sandbox, tools)
+
+
+def tool_episode_eval(
+    tokenizer: Any, config: TrainConfig, sandbox: SyncRunner, tools: ToolConfig
+) -> EpisodeEval:
+    """``tools_eval_spec`` from its parts (``execrl sft`` evaluates its model with the same episodes)."""
     return EpisodeEval(
         prefix="tools",
-        rollout=partial(rollout_tool_episodes, tokenizer=run.tokenizer, runner=sandbox, config=tools),
+        rollout=partial(rollout_tool_episodes, tokenizer=tokenizer, runner=sandbox, config=tools),
         metrics={
             "hidden_pass_rate": lambda e: float(e.passed),
             "reward": lambda e: e.reward,  # the training reward: hidden-test reward minus penalties
             "tool_calls": lambda e: float(e.tool_calls),
             "called_a_tool": lambda e: float(e.tool_calls > 0),
         },
-        tasks_per_call=max(1, sessions_held(run.config) // (run.config.eval.samples_per_task + 1)),
+        tasks_per_call=max(1, sessions_held(config) // (config.eval.samples_per_task + 1)),
     )
 
 

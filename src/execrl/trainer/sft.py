@@ -26,6 +26,7 @@ arguments, which transformers 5.x passes to every attention layer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -39,6 +40,7 @@ from execrl.trainer.packing import PackedRow
 
 __all__ = [
     "PACKED_ATTENTION",
+    "clipped_step",
     "conversation_losses",
     "packed_attention",
     "segment_attention",
@@ -148,3 +150,19 @@ def conversation_losses(row: PackedRow, losses: Tensor) -> list[tuple[float, int
     counts = [int(row.target_mask[0, s:e].sum()) for s, e in row.segments]
     sums = torch.split(losses.detach(), counts)
     return [(float(part.sum()), n) for part, n in zip(sums, counts, strict=True)]
+
+
+def clipped_step(
+    optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler, *, max_grad_norm: float
+) -> tuple[float, bool]:
+    """Clip the accumulated gradient to ``max_grad_norm``, step the optimizer (skipped, gradients dropped,
+    when the norm is not finite: no NaN reaches the weights or Adam's moments) and the LR schedule.
+    Returns (pre-clip gradient norm, whether the optimizer stepped)."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+    stepped = math.isfinite(grad_norm)
+    if stepped:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    scheduler.step()
+    return grad_norm, stepped
