@@ -16,8 +16,6 @@ from safetensors.torch import load_file
 from test_train_cli import EXECRL, _env, _wait_for_checkpoint
 from toy_domain import toy_overrides
 
-from execrl.tools.calls import call_text
-
 
 def _rows(n: int) -> list[dict[str, object]]:
     """Small conversations: plain chats, and tool episodes in the Hermes format (python calls)."""
