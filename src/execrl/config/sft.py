@@ -80,7 +80,7 @@ class SftDataSection(Section):
 
     @model_validator(mode="after")
     def _one_heldout_source(self) -> SftDataSection:
-        if self.heldout_files and self.heldout_share > 0:
+        if self.heldout_files and "heldout_share" in self.model_fields_set and self.heldout_share > 0:
             raise ValueError("data.heldout_files and data.heldout_share > 0 both name held-out rows; set one")
         return self
 
