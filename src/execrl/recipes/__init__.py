@@ -10,6 +10,9 @@ checkpoints, stop reasons). ``execrl train`` picks the recipe by name from the c
   with the decoupled-PPO correction (GRPO's or PPO's advantages);
 * ``refine_rl`` (``refine_rl.py``): ``refine.max_turns > 1``, multi-turn RL on execution feedback;
 * ``tools_rl`` (``tools_rl.py``): ``tools.enabled=true``, tool-calling episodes (``execrl.tools``).
+
+``execrl sft`` runs ``sft.py`` (supervised fine-tuning on chat rows, its own ``SftConfig``; rows and the
+step plan in ``sft_data.py``), outside this table.
 """
 
 from __future__ import annotations

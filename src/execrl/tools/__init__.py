@@ -4,7 +4,8 @@ Modules: ``registry.py`` (``Tool`` in the OpenAI ``tools`` format, ``register_to
 (``python``: a cell in the episode's sandbox session; ``run_tests``: the task's visible tests),
 ``calls.py`` (declaring tools to the model, Hermes ``<tool_call>`` parsing, structured errors),
 ``episode.py`` (the episode loop, token budgets, output truncation, the judge on the hidden tests),
-``metrics.py`` (the per-step tool metrics) and ``remote.py`` (the same episodes against any OpenAI-compatible
+``metrics.py`` (the per-step tool metrics), ``render.py`` (a chat row's ids and loss mask exactly as an
+episode builds them: ``execrl sft``), ``transcripts.py`` (SFT rows from a suite's references) and ``remote.py`` (the same episodes against any OpenAI-compatible
 endpoint, ``execrl tools run`` in ``cli.py``). One request: ``rollout_tool_episodes`` renders the prompt with
 the tools -> the engine samples until ``</tool_call>`` -> ``parse_call`` -> the tool runs in the
 episode's forked session -> its answer is appended as a ``tool`` message (ids exact, masked) -> ... ->
