@@ -211,26 +211,8 @@ def _report(
             "execrl": sum(ours.step_tokens) / (len(ours.step_tokens) * args.rows_per_step * capacity),
             "trl": sum(result.microbatch_tokens) / (len(result.microbatch_tokens) * capacity),
         },
-        "trl_settings": {
-            "packing": True,
-            "packing_strategy": "bfd",
-            "padding_free": True,
-            "per_device_train_batch_size": 1,
-            "gradient_accumulation_steps": args.rows_per_step,
-            "max_length": capacity,
-            "attn_implementation": "sdpa",
-            "optim": "adamw_torch_fused",
-            "lr_scheduler_type": "constant",
-            "dtype": "float32",
-        },  # fmt: skip
-        "notes": [
-            "tokens/s: every token of the packed rows (prompts included) per second of the timed steps",
-            "padding share: neither side pads (execrl's rows are exactly their conversations; TRL's "
-            "padding-free collator flattens each micro-batch of one packed sequence); bin_fill is each "
-            "side's tokens per row over the capacity",
-            "execrl attends per conversation (causal SDPA per span); TRL's sdpa gets a block-diagonal mask "
-            "built from the position ids (no FlashAttention varlen kernel on CPU)",
-        ],
+        "trl_settings": _trl_settings(args),
+        "notes": NOTES,
         "versions": {
             "torch": torch.__version__,
             "transformers": transformers.__version__,
@@ -242,6 +224,24 @@ def _report(
             "load_avg_1m_after": os.getloadavg()[0],
         },
     }
+
+
+NOTES = [
+    "tokens/s: every token of the packed rows (prompts included) per second of the timed steps",
+    "padding share: neither side pads (execrl's rows are exactly their conversations; TRL's padding-free "
+    "collator flattens each micro-batch of one packed sequence); bin_fill is each side's tokens per row over "
+    "the capacity",
+    "execrl attends per conversation (causal SDPA per span); TRL's sdpa gets a block-diagonal mask built "
+    "from the position ids (no FlashAttention varlen kernel on CPU)",
+]
+
+
+def _trl_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``_trl_sft_side.trl_sft_config`` sets, for the report."""
+    return {"packing": True, "packing_strategy": "bfd", "padding_free": True, "per_device_train_batch_size": 1,
+            "gradient_accumulation_steps": args.rows_per_step, "max_length": args.tokens_per_row,
+            "attn_implementation": "sdpa", "optim": "adamw_torch_fused", "lr_scheduler_type": "constant",
+            "dtype": "float32"}  # fmt: skip
 
 
 def _print(report: dict[str, Any]) -> None:
