@@ -159,3 +159,27 @@ def test_a_run_evaluates_before_and_after_and_reports(
     assert heldout["n_tasks"] == 3 and heldout["delta"]["loss"]["value"] < 0
     report = (run_dir / "report.md").read_text()
     assert "heldout" in report and "toy" in report
+
+
+@pytest.mark.slow
+def test_tool_transcripts_train_and_evaluate_with_tool_episodes(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The path of the staged tools run: ``execrl tasks transcripts`` rows (python_block calls at render
+    time), trained by ``execrl sft``, the held-out evaluation run as tool episodes (``eval/tools_*``)."""
+    from execrl.tasks import load_suite, save_tasks
+
+    rows = tmp_path / "tools-train.jsonl"
+    made = subprocess.run([*EXECRL, "tasks", "transcripts", "tools", "--split", "train", "--limit", "6",
+                           "--out", str(rows)], env=_env(), capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    held_out = tmp_path / "held_out.jsonl"
+    save_tasks(load_suite("tools", "test")[:2], str(held_out))
+    args = [a for a in _common(tiny_model_dir, rows, tmp_path / "out") if a != "eval.enabled=false"]
+    done = _sft(*args, "run.total_steps=1", "tools.enabled=true", "tools.call_format=python_block",
+                f'tasks.eval_suites=["{held_out}"]', "eval.samples_per_task=2", "tools.max_turn_tokens=8",
+                "tools.max_episode_tokens=24", "tools.max_tool_calls=2")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    [run_dir] = (tmp_path / "out").iterdir()
+    comparison = json.loads((run_dir / "eval" / "tools_comparison.json").read_text())
+    [suite] = comparison
+    assert comparison[suite]["n_tasks"] == 2 and "hidden_pass_rate" in comparison[suite]["delta"]
+    assert json.loads((run_dir / "data.json").read_text())["train_rows"] == 5  # one of six held out
