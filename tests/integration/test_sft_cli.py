@@ -159,6 +159,10 @@ def test_a_run_evaluates_before_and_after_and_reports(
     assert heldout["n_tasks"] == 3 and heldout["delta"]["loss"]["value"] < 0
     report = (run_dir / "report.md").read_text()
     assert "heldout" in report and "toy" in report
+    from execrl.serve.export import resolve_model_source  # eval, export and serve take the run directory
+
+    source = resolve_model_source(str(run_dir))
+    assert source.checkpoint == run_dir / "checkpoints" / "step_000001" and source.base_dir == tiny_model_dir
 
 
 @pytest.mark.slow

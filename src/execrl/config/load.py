@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
 from execrl.config.base import ConfigError, Section
 from execrl.config.train import TrainConfig
 from execrl.inputs import InputFileError, read_text_file
+
+if TYPE_CHECKING:
+    from execrl.config.sft import SftConfig
 
 S = TypeVar("S", bound=Section)
 
@@ -53,20 +56,33 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
 
 def load_typed(schema: type[S], path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> S:
     """``load_config`` for any top-level config (``TrainConfig``, ``SftConfig``)."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            data = tomllib.loads(read_text_file(path, "config file", max_bytes=_CONFIG_MAX_BYTES))
-        except InputFileError as exc:
-            raise ConfigError(str(exc)) from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
-        except RecursionError:
-            raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
+    data = _read_toml(path) if path is not None else {}
     for item in overrides:
         key_path, value = parse_override(item)
         _apply(data, key_path, value)
     return validate_typed(schema, data, source=str(path) if path else "overrides")
+
+
+def _read_toml(path: str | Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(read_text_file(path, "config file", max_bytes=_CONFIG_MAX_BYTES))
+    except InputFileError as exc:
+        raise ConfigError(str(exc)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
+
+
+def load_run_config(path: str | Path) -> TrainConfig | SftConfig:
+    """A run directory's ``config.toml``, whichever command wrote it: ``execrl sft``'s (it has a
+    ``[data]`` table) or ``execrl train``'s. Both have the ``[model]`` the run started from."""
+    from execrl.config.sft import SftConfig
+
+    data = _read_toml(path)
+    if "data" in data:
+        return validate_typed(SftConfig, data, source=str(path))
+    return validate_typed(TrainConfig, data, source=str(path))
 
 
 def validate_config(data: dict[str, Any], *, source: str = "config") -> TrainConfig:
