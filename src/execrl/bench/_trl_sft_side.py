@@ -153,17 +153,16 @@ def run_trl_sft(
     )  # fmt: skip
 
 
-def execrl_loss_on_first_batch(model: Any, result: TRLSftResult) -> float:
-    """execrl's loss (``trainer/sft.py``: segment attention, the targets' cross-entropy) on TRL's first
-    micro-batch, over TRL's normaliser: what TRL's ``compute_loss`` returned, computed execrl's way."""
-    from execrl.trainer.packing import PackedRow
+def execrl_loss_on_first_batch(model: Any, result: TRLSftResult, *, share_prefix_tokens: int) -> float:
+    """execrl's loss (``trainer/sft.py``: attention per conversation, shared prefixes computed once, the
+    targets' cross-entropy) on TRL's first micro-batch, split back into its conversations, over TRL's
+    normaliser: what TRL's ``compute_loss`` returned, computed execrl's way."""
+    from execrl.trainer.packing import packed_row
     from execrl.trainer.sft import packed_attention, token_losses
 
-    positions = result.first_position_ids
-    starts = [int(i) for i in (positions[0] == 0).nonzero().flatten()] + [positions.shape[1]]
-    row = PackedRow(
-        input_ids=result.first_input_ids, position_ids=positions, target_mask=result.first_labels != -100,
-        segments=tuple(zip(starts[:-1], starts[1:], strict=True)),
-    )  # fmt: skip
+    ids, targets = result.first_input_ids[0].tolist(), (result.first_labels[0] != -100).tolist()
+    starts = [int(i) for i in (result.first_position_ids[0] == 0).nonzero().flatten()] + [len(ids)]
+    conversations = [(ids[s:e], targets[s:e]) for s, e in zip(starts[:-1], starts[1:], strict=True)]
+    row = packed_row(conversations, share_prefix_tokens=share_prefix_tokens)
     with torch.no_grad(), packed_attention(model):
         return float(token_losses(model, row).sum()) / result.first_num_items

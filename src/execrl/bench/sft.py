@@ -11,9 +11,11 @@ those ids and masks (TRL pre-tokenised: ``input_ids`` + ``assistant_masks``).
 What one step is on each side, with the same packing capacity ``--tokens-per-row`` and
 ``--rows-per-step`` packed rows per optimizer step:
 
-- execrl: ``recipes/sft.py``'s ``train_step`` itself: best-fit-decreasing rows without padding, attention
-  per conversation (``trainer/sft.py``: causal SDPA on each conversation's span), the cross-entropy of the
-  assistant tokens only, one backward per row, clip, fused AdamW;
+- execrl: ``recipes/sft.py``'s ``train_step`` itself: best-fit-decreasing rows without padding, a prefix
+  several conversations of a row begin with (the ``tools`` rows' system prompt and tool declarations)
+  computed once (``optim.share_prefix_tokens``, exact), attention per conversation (``trainer/sft.py``:
+  causal SDPA on each conversation's span), the cross-entropy of the assistant tokens only, one backward
+  per row, clip, fused AdamW;
 - TRL 1.16: ``packing=True, packing_strategy="bfd"`` (padding-free: per-sequence position ids), one packed
   sequence per micro-batch, ``gradient_accumulation_steps = rows_per_step`` (its loss normalised by the
   step's label tokens, as execrl's), attention ``sdpa`` (transformers builds a block-diagonal mask from the
@@ -62,6 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=96, help="conversations (half tools, half functions)")
     parser.add_argument("--tokens-per-row", type=int, default=2048, help="packing capacity, both sides")
     parser.add_argument("--rows-per-step", type=int, default=2, help="packed rows per optimizer step")
+    parser.add_argument("--share-prefix-tokens", type=int, default=32,
+                        help="execrl: shared prefixes of at least this many tokens computed once; 0 = off")  # fmt: skip
     parser.add_argument("--learning-rate", type=float, default=1e-5, help="both sides (default 1e-5)")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads for both sides")
     parser.add_argument("--model-dir", type=Path, default=None, help="model directory (default: SmolLM2)")
@@ -71,16 +75,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 @dataclass(frozen=True)
 class Side:
     step_times_s: tuple[float, ...]
-    step_tokens: tuple[int, ...]
+    step_tokens: tuple[int, ...]  # the conversations' tokens of each step
+    computed_tokens: tuple[int, ...] = ()  # execrl: the tokens run through the model (shared prefixes once)
 
     @property
     def tokens_per_s(self) -> float:
         return sum(self.step_tokens[1:]) / sum(self.step_times_s[1:])
 
+    @property
+    def median_tokens_per_s(self) -> float:
+        """The median step's rate: robust to a step another job on the machine slowed down."""
+        return statistics.median(
+            n / t for n, t in zip(self.step_tokens[1:], self.step_times_s[1:], strict=True)
+        )
+
     def summary(self) -> dict[str, Any]:
-        return {"step_times_s": list(self.step_times_s), "step_tokens": list(self.step_tokens),
+        computed = {"computed_tokens": list(self.computed_tokens)} if self.computed_tokens else {}
+        return {"step_times_s": list(self.step_times_s), "step_tokens": list(self.step_tokens), **computed,
                 "warmup_steps_excluded": 1, "step_s_median": statistics.median(self.step_times_s[1:]),
-                "tokens_per_s": self.tokens_per_s}  # fmt: skip
+                "tokens_per_s": self.tokens_per_s, "median_step_tokens_per_s": self.median_tokens_per_s}  # fmt: skip
 
 
 def build_rows(tokenizer: Any, count: int, capacity: int) -> list[RenderedConversation]:
@@ -114,18 +127,20 @@ def run_execrl(model_dir: Path, rows: list[RenderedConversation], args: argparse
             "run": {"output_dir": out_dir, "total_steps": args.steps + 1, "seed": args.seed},
             "model": {"path": str(model_dir), "torch_threads": args.threads},
             "optim": {"learning_rate": args.learning_rate, "lr_schedule": "constant",
-                      "tokens_per_row": args.tokens_per_row, "rows_per_step": args.rows_per_step},
+                      "tokens_per_row": args.tokens_per_row, "rows_per_step": args.rows_per_step,
+                      "share_prefix_tokens": args.share_prefix_tokens},
             "eval": {"enabled": False}, "data": {"heldout_share": 0.0},
         })  # fmt: skip
         data = SftData(RowSet(tuple(rows), ("bench",) * len(rows), ()), RowSet((), (), ()), "bench")
         run = setup_run(config, data, model, tokenizer, None)
-        times, tokens = [], []
+        times, tokens, computed = [], [], []
         for step in range(args.steps + 1):
             metrics = train_step(run, step)
             times.append(metrics["perf/step_s"])
             tokens.append(int(metrics["train/tokens"]))
+            computed.append(int(metrics["train/computed_tokens"]))
             _progress("execrl", step, times[-1], tokens[-1])
-    return Side(tuple(times), tuple(tokens))
+    return Side(tuple(times), tuple(tokens), tuple(computed))
 
 
 def run_trl(model_dir: Path, rows: list[RenderedConversation], args: argparse.Namespace) -> TRLSftResult:
@@ -166,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_trl(model_dir, rows, args)
     gc.collect()
     fresh, _ = load_model_and_tokenizer(model_dir)
-    loss_execrl = execrl_loss_on_first_batch(fresh, result)
+    loss_execrl = execrl_loss_on_first_batch(fresh, result, share_prefix_tokens=args.share_prefix_tokens)
     theirs = Side(result.step_times_s, result.step_tokens)
     report = _report(args, model_dir, rows, ours, theirs, result, loss_execrl)
     report["host"]["load_avg_1m_before"] = load_before
@@ -202,6 +217,9 @@ def _report(
         "execrl": ours.summary(),
         "trl": theirs.summary(),
         "ratio_vs_trl": ours.tokens_per_s / theirs.tokens_per_s,
+        "ratio_vs_trl_median_steps": ours.median_tokens_per_s / theirs.median_tokens_per_s,
+        "share_prefix_tokens": args.share_prefix_tokens,
+        "execrl_computed_share": sum(ours.computed_tokens) / sum(ours.step_tokens),
         "loss_trl": result.first_loss,
         "loss_execrl": loss_execrl,
         "loss_abs_diff": abs(result.first_loss - loss_execrl),
@@ -227,7 +245,10 @@ def _report(
 
 
 NOTES = [
-    "tokens/s: every token of the packed rows (prompts included) per second of the timed steps",
+    "tokens/s: the conversations' tokens (prompts included; a shared prefix counted once per conversation, "
+    "as TRL processes it) per second of the timed steps; ratio_vs_trl_median_steps: the median step's rate",
+    "execrl computes a prefix several conversations of a row share (the tools block) once "
+    "(optim.share_prefix_tokens, exact); --share-prefix-tokens 0 turns it off",
     "padding share: neither side pads (execrl's rows are exactly their conversations; TRL's padding-free "
     "collator flattens each micro-batch of one packed sequence); bin_fill is each side's tokens per row over "
     "the capacity",
@@ -253,7 +274,9 @@ def _print(report: dict[str, Any]) -> None:
         s = report[side]
         steps = ", ".join(f"{t:.2f}" for t in s["step_times_s"][1:])
         print(f"  {side:<6} tokens/s {s['tokens_per_s']:8.1f}   steps (s): {steps}")
-    print(f"ratio_vs_trl (execrl tokens/s / TRL tokens/s): {report['ratio_vs_trl']:.2f}x")
+    print(f"ratio_vs_trl (execrl tokens/s / TRL tokens/s): {report['ratio_vs_trl']:.2f}x "
+          f"(median steps: {report['ratio_vs_trl_median_steps']:.2f}x); execrl computed "
+          f"{report['execrl_computed_share']:.0%} of the tokens (shared prefixes once)")  # fmt: skip
     print(f"loss on TRL's first micro-batch: TRL {report['loss_trl']:.6f}, execrl {report['loss_execrl']:.6f}, "
           f"|diff| {report['loss_abs_diff']:.2e} ({'agree' if report['loss_agree'] else 'DISAGREE'})")  # fmt: skip
     print(f"padding share: execrl {report['padding_share']['execrl']:.3f}, TRL {report['padding_share']['trl']:.3f}; "

@@ -101,6 +101,11 @@ class SftOptimSection(Section):
         description="capacity of one packed row (one forward/backward, no padding); a longer conversation "
         "is a bad row",
     )  # fmt: skip
+    share_prefix_tokens: int = Field(
+        32, ge=0,
+        description="a prefix of at least this many tokens that several conversations of a row begin with "
+        "(a system prompt, tool declarations) is computed once, exactly (trainer/packing.py); 0 = off",
+    )  # fmt: skip
     rows_per_step: int = Field(
         4,
         ge=1,

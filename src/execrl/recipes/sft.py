@@ -133,7 +133,7 @@ def setup_run(
 ) -> SftRun:
     optim = config.optim
     plan = StepPlan.build(data.train, tokens_per_row=optim.tokens_per_row, rows_per_step=optim.rows_per_step,
-                          seed=config.run.seed)  # fmt: skip
+                          seed=config.run.seed, share_prefix_tokens=optim.share_prefix_tokens)  # fmt: skip
     total = config.run.total_steps or optim.epochs * plan.steps_per_epoch
     if optim.warmup_steps > total:
         raise ConfigError(
@@ -192,7 +192,7 @@ def train_step(run: SftRun, step: int) -> dict[str, float]:
         run.optimizer, run.lr_scheduler, max_grad_norm=config.optim.max_grad_norm
     )
     step_s = time.perf_counter() - t0
-    tokens = sum(r.tokens for r in rows)
+    tokens, computed = sum(r.conversation_tokens for r in rows), sum(r.tokens for r in rows)
     return {
         "loss/sft": loss_sum / targets,
         "train/grad_norm": grad_norm,
@@ -200,8 +200,9 @@ def train_step(run: SftRun, step: int) -> dict[str, float]:
         "train/skipped_steps": float(not stepped),
         "train/epoch": float(step // run.plan.steps_per_epoch),
         "train/packed_rows": float(len(rows)),
-        "train/conversations": float(sum(len(r.segments) for r in rows)),
+        "train/conversations": float(sum(r.conversations for r in rows)),
         "train/tokens": float(tokens),
+        "train/computed_tokens": float(computed),  # a shared prefix once (optim.share_prefix_tokens)
         "train/target_tokens": float(targets),
         "train/bin_fill": tokens / (len(rows) * config.optim.tokens_per_row),
         "train/padding_share": 0.0,  # packed rows hold no padding (trainer/packing.py)
@@ -285,8 +286,9 @@ def evaluation_sandbox(config: SftConfig) -> Iterator[Any]:
 
 def heldout_losses(run: SftRun) -> list[float]:
     """Each held-out conversation's mean loss over its assistant tokens, under the current weights."""
-    held = StepPlan.build(run.data.heldout, tokens_per_row=run.config.optim.tokens_per_row, rows_per_step=1,
-                          seed=run.config.run.seed)  # fmt: skip
+    optim = run.config.optim
+    held = StepPlan.build(run.data.heldout, tokens_per_row=optim.tokens_per_row, rows_per_step=1,
+                          seed=run.config.run.seed, share_prefix_tokens=optim.share_prefix_tokens)  # fmt: skip
     out = [0.0] * len(held.conversations)
     with torch.no_grad(), packed_attention(run.model):
         for bin_ in held.bins:

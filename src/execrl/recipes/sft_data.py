@@ -124,12 +124,15 @@ class StepPlan:
     bins: tuple[tuple[int, ...], ...]  # conversation indices of each packed row
     rows_per_step: int
     seed: int
+    share_prefix_tokens: int = 0  # packed_row's: shared prefixes of at least this many tokens computed once
 
     @classmethod
-    def build(cls, rows: RowSet, *, tokens_per_row: int, rows_per_step: int, seed: int) -> StepPlan:
+    def build(
+        cls, rows: RowSet, *, tokens_per_row: int, rows_per_step: int, seed: int, share_prefix_tokens: int = 0
+    ) -> StepPlan:
         lengths = [len(c.token_ids) for c in rows.conversations]
         bins = tuple(tuple(b) for b in pack_bins(lengths, tokens_per_row))
-        return cls(rows.conversations, bins, rows_per_step, seed)
+        return cls(rows.conversations, bins, rows_per_step, seed, share_prefix_tokens)
 
     @property
     def steps_per_epoch(self) -> int:
@@ -149,4 +152,5 @@ class StepPlan:
         return [self.packed(b) for b in self.step_bins(step)]
 
     def packed(self, bin_: Sequence[int]) -> PackedRow:
-        return packed_row([(self.conversations[i].token_ids, self.conversations[i].loss_mask) for i in bin_])
+        return packed_row([(self.conversations[i].token_ids, self.conversations[i].loss_mask) for i in bin_],
+                          share_prefix_tokens=self.share_prefix_tokens)  # fmt: skip

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["PackedRow", "bin_fill", "pack_bins", "packed_row"]
+__all__ = ["PackedRow", "bin_fill", "pack_bins", "packed_row", "prefix_groups"]
 
 
 def pack_bins(lengths: Sequence[int], capacity: int) -> list[list[int]]:
@@ -57,42 +57,126 @@ def bin_fill(lengths: Sequence[int], bins: Sequence[Sequence[int]], capacity: in
 
 @dataclass(frozen=True)
 class PackedRow:
-    """Conversations back to back in one row (batch size 1, no padding)."""
+    """Conversations back to back in one row (batch size 1, no padding).
+
+    ``segments`` are the row's spans; a segment whose ``context`` is another segment continues that
+    segment's tokens (a prefix several conversations share, computed once): its positions start after
+    the prefix and its tokens attend to the prefix and causally to themselves. ``owners`` names each
+    segment's conversation (index in the ``packed_row`` input; -1 for a shared prefix)."""
 
     input_ids: Tensor  # [1, T] long
-    position_ids: Tensor  # [1, T] long: 0, 1, ... within each conversation
+    position_ids: Tensor  # [1, T] long: 0, 1, ... within each conversation (a suffix goes on from its prefix)
     target_mask: Tensor  # [1, T] bool: token t is a training target (predicted from t - 1)
-    segments: tuple[tuple[int, int], ...]  # (start, end) of each conversation, end exclusive
+    segments: tuple[tuple[int, int], ...]  # (start, end) of each segment, end exclusive
+    context: tuple[int, ...]  # per segment: the segment it continues (a shared prefix), or -1
+    owners: tuple[int, ...]  # per segment: its conversation, or -1 for a shared prefix
+    conversation_tokens: int  # the conversations' tokens, a shared prefix counted once per conversation
 
     @property
     def tokens(self) -> int:
+        """Tokens computed (a shared prefix once)."""
         return int(self.input_ids.shape[1])
 
     @property
     def target_tokens(self) -> int:
         return int(self.target_mask.sum())
 
+    @property
+    def conversations(self) -> int:
+        return len({o for o in self.owners if o >= 0})
 
-def packed_row(conversations: Sequence[tuple[Sequence[int], Sequence[bool]]]) -> PackedRow:
+    def attention_spans(self) -> tuple[tuple[int, int, int, int], ...]:
+        """Per segment ``(start, end, context start, context end)`` (an empty context: ``(0, 0)``)."""
+        return tuple(
+            (s, e, *(self.segments[c] if c >= 0 else (0, 0)))
+            for (s, e), c in zip(self.segments, self.context, strict=True)
+        )
+
+
+def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def prefix_groups(
+    conversations: Sequence[tuple[Sequence[int], Sequence[bool]]], min_tokens: int
+) -> list[tuple[int, list[int]]]:
+    """``(shared prefix length, members)`` of conversations that begin with the same ``min_tokens`` or more
+    tokens, none of them a target (the prefix ends before the first target's predecessor, so every target
+    is predicted inside its own suffix). Lexicographic order puts sharers side by side; a group is grown
+    while the members' common prefix stays >= ``min_tokens``. A conversation sharing with none is a group
+    of one (length 0). Groups come in order of their first member; members ascending."""
+
+    def limit(i: int) -> int:
+        ids, mask = conversations[i]
+        first = next((t for t, m in enumerate(mask) if m), len(ids))
+        return max(0, first - 1)
+
+    order = sorted(range(len(conversations)), key=lambda i: (list(conversations[i][0]), i))
+    groups: list[tuple[int, list[int]]] = []
+    for i in order:
+        if groups:
+            shared, members = groups[-1]
+            common = min(shared, _lcp(conversations[members[-1]][0], conversations[i][0]), limit(i))
+            if common >= min_tokens:
+                groups[-1] = (common, [*members, i])
+                continue
+        groups.append((limit(i), [i]))
+    out = [(shared if len(members) > 1 else 0, sorted(members)) for shared, members in groups]
+    return sorted(out, key=lambda g: g[1][0])
+
+
+def packed_row(
+    conversations: Sequence[tuple[Sequence[int], Sequence[bool]]], *, share_prefix_tokens: int = 0
+) -> PackedRow:
     """One row of ``(token ids, loss mask)`` conversations. A conversation's first token is never a target
-    (nothing before it in its own context), whatever its mask says."""
+    (nothing before it in its own context), whatever its mask says. ``share_prefix_tokens > 0``: a prefix
+    of at least that many tokens that several conversations begin with is computed once (``prefix_groups``);
+    0 = every conversation whole."""
     if not conversations:
         raise ValueError("packed_row needs at least one conversation")
-    ids: list[int] = []
-    positions: list[int] = []
-    targets: list[bool] = []
-    segments = []
     for token_ids, mask in conversations:
         if len(token_ids) != len(mask) or not token_ids:
             raise ValueError(f"a conversation has {len(token_ids)} ids and {len(mask)} mask entries")
-        start = len(ids)
-        ids.extend(token_ids)
-        positions.extend(range(len(token_ids)))
-        targets.extend([False, *(bool(m) for m in mask[1:])])
-        segments.append((start, len(ids)))
+    groups = (prefix_groups(conversations, share_prefix_tokens) if share_prefix_tokens > 0
+              else [(0, [i]) for i in range(len(conversations))])  # fmt: skip
+    row = _RowBuilder()
+    for shared, members in groups:
+        prefix = row.add(conversations[members[0]][0][:shared], [False] * shared, 0, -1, -1) if shared else -1
+        for m in members:
+            ids, mask = conversations[m]
+            row.add(ids[shared:], [False, *(bool(x) for x in mask[shared + 1 :])], shared, prefix, m)
     return PackedRow(
-        input_ids=torch.tensor([ids], dtype=torch.long),
-        position_ids=torch.tensor([positions], dtype=torch.long),
-        target_mask=torch.tensor([targets], dtype=torch.bool),
-        segments=tuple(segments),
-    )
+        input_ids=torch.tensor([row.ids], dtype=torch.long),
+        position_ids=torch.tensor([row.positions], dtype=torch.long),
+        target_mask=torch.tensor([row.targets], dtype=torch.bool),
+        segments=tuple(row.segments), context=tuple(row.context), owners=tuple(row.owners),
+        conversation_tokens=sum(len(ids) for ids, _ in conversations),
+    )  # fmt: skip
+
+
+class _RowBuilder:
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.positions: list[int] = []
+        self.targets: list[bool] = []
+        self.segments: list[tuple[int, int]] = []
+        self.context: list[int] = []
+        self.owners: list[int] = []
+
+    def add(
+        self, ids: Sequence[int], targets: Sequence[bool], first_position: int, context: int, owner: int
+    ) -> int:
+        """Append a segment; returns its index."""
+        start = len(self.ids)
+        self.ids.extend(ids)
+        self.positions.extend(range(first_position, first_position + len(ids)))
+        self.targets.extend(targets)
+        self.segments.append((start, len(self.ids)))
+        self.context.append(context)
+        self.owners.append(owner)
+        return len(self.segments) - 1

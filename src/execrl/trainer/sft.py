@@ -61,22 +61,42 @@ def segment_attention(
     scaling: float | None = None,
     **kwargs: Any,
 ) -> tuple[Tensor, None]:
-    """Causal attention inside each segment of a packed row (the transformers attention interface).
+    """Causal attention inside each segment of a packed row (the transformers attention interface); a
+    segment with a context (a shared prefix) also attends to all of the context's keys.
 
     ``query`` [1, Hq, T, D], ``key``/``value`` [1, Hk, T, D] (grouped-query heads: Hq a multiple of Hk);
-    returns [1, T, Hq, D]. The segments come as the forward's ``execrl_segments`` keyword."""
-    segments: Sequence[tuple[int, int]] | None = kwargs.get(_SEGMENTS_KWARG)
-    if segments is None or query.shape[0] != 1:
+    returns [1, T, Hq, D]. The spans come as the forward's ``execrl_segments`` keyword
+    (``PackedRow.attention_spans``)."""
+    spans: Sequence[tuple[int, int, int, int]] | None = kwargs.get(_SEGMENTS_KWARG)
+    if spans is None or query.shape[0] != 1:
         raise ValueError("packed attention needs one row and its segments (execrl_segments=...)")
-    gqa = query.shape[1] != key.shape[1]
-    parts = [
-        F.scaled_dot_product_attention(
-            query[:, :, s:e], key[:, :, s:e], value[:, :, s:e],
-            is_causal=True, dropout_p=dropout, scale=scaling, enable_gqa=gqa,
-        )  # [1, Hq, L_i, D]
-        for s, e in segments
-    ]  # fmt: skip
+    parts = [_span_attention(query, key, value, span, dropout, scaling) for span in spans]  # [1, Hq, L_i, D]
     return torch.cat(parts, dim=2).transpose(1, 2).contiguous(), None  # [1, T, Hq, D]
+
+
+def _span_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    span: tuple[int, int, int, int],
+    dropout: float,
+    scaling: float | None,
+) -> Tensor:
+    start, end, context_start, context_end = span
+    q, k, v = query[:, :, start:end], key[:, :, start:end], value[:, :, start:end]
+    gqa = query.shape[1] != key.shape[1]
+    if context_end == context_start:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout, scale=scaling,
+                                              enable_gqa=gqa)  # fmt: skip
+    k = torch.cat([key[:, :, context_start:context_end], k], dim=2)  # [1, Hk, P + L, D]
+    v = torch.cat([value[:, :, context_start:context_end], v], dim=2)
+    if gqa:  # the masked kernels take equal head counts
+        k = k.repeat_interleave(query.shape[1] // key.shape[1], dim=1)
+        v = v.repeat_interleave(query.shape[1] // key.shape[1], dim=1)
+    length, prefix = end - start, context_end - context_start
+    mask = torch.ones(length, prefix + length, dtype=torch.bool, device=query.device)  # [L, P + L]
+    mask[:, prefix:] = torch.ones(length, length, dtype=torch.bool, device=query.device).tril()
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, scale=scaling)
 
 
 def _no_mask(*_args: Any, **_kwargs: Any) -> None:
@@ -128,7 +148,7 @@ def token_losses(model: nn.Module, row: PackedRow, *, chunk_tokens: int = 4096) 
     device = next(model.parameters()).device
     out = trunk(
         input_ids=row.input_ids.to(device), position_ids=row.position_ids.to(device), use_cache=False,
-        **{_SEGMENTS_KWARG: row.segments},
+        **{_SEGMENTS_KWARG: row.attention_spans()},
     )  # fmt: skip
     hidden = out.last_hidden_state[0]  # [T, H]
     positions = row.target_mask[0].nonzero().squeeze(-1).to(device)  # [K]
@@ -146,10 +166,14 @@ def token_losses(model: nn.Module, row: PackedRow, *, chunk_tokens: int = 4096) 
 
 
 def conversation_losses(row: PackedRow, losses: Tensor) -> list[tuple[float, int]]:
-    """Per conversation of ``row``: (sum of its target tokens' losses, number of target tokens)."""
+    """Per conversation of ``row`` (``packed_row``'s input order): (sum of its target tokens' losses,
+    number of target tokens)."""
     counts = [int(row.target_mask[0, s:e].sum()) for s, e in row.segments]
-    sums = torch.split(losses.detach(), counts)
-    return [(float(part.sum()), n) for part, n in zip(sums, counts, strict=True)]
+    out = [(0.0, 0)] * (max(row.owners) + 1)
+    for owner, part, n in zip(row.owners, torch.split(losses.detach(), counts), counts, strict=True):
+        if owner >= 0:
+            out[owner] = (float(part.sum()), n)
+    return out
 
 
 def clipped_step(

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from conftest import VOCAB, make_tiny_lm
 
 import execrl.trainer.sft as sft
-from execrl.trainer.packing import bin_fill, pack_bins, packed_row
+from execrl.trainer.packing import bin_fill, pack_bins, packed_row, prefix_groups
 from execrl.trainer.sft import conversation_losses, packed_attention, token_losses
 
 
@@ -123,3 +123,45 @@ def test_packed_attention_restores_the_models_attention() -> None:
     with packed_attention(model):
         assert model.config._attn_implementation == sft.PACKED_ATTENTION
     assert model.config._attn_implementation == before
+
+
+def _sharing(seed: int = 2) -> list[tuple[list[int], list[bool]]]:
+    """Four conversations: three begin with the same 12 tokens (a system prompt), one does not."""
+    gen = torch.Generator().manual_seed(seed)
+    system = torch.randint(1, VOCAB, (12,), generator=gen).tolist()
+    out = []
+    for tail, targets in [(6, range(15, 18)), (9, range(14, 21)), (5, range(13, 17))]:
+        ids = system + torch.randint(1, VOCAB, (tail,), generator=gen).tolist()
+        out.append((ids, [i in set(targets) for i in range(len(ids))]))
+    other = torch.randint(1, VOCAB, (10,), generator=gen).tolist()
+    out.insert(1, (other, [i >= 6 for i in range(10)]))
+    return out
+
+
+def test_prefix_groups_by_hand() -> None:
+    a, b, c = [1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 4, 5, 9, 9], [1, 2, 8, 8, 8, 8, 8]
+    masks = [[False] * 6 + [True], [False] * 4 + [True] * 3, [False] * 6 + [True]]
+    # a and b share 5 tokens, but b's first target is token 4: the prefix stops before its predecessor (3)
+    assert prefix_groups(list(zip([a, b, c], masks, strict=True)), 3) == [(3, [0, 1]), (0, [2])]
+    assert prefix_groups(list(zip([a, b, c], masks, strict=True)), 4) == [(0, [0]), (0, [1]), (0, [2])]
+
+
+def test_a_shared_prefix_is_computed_once_and_changes_nothing() -> None:
+    """Sharing the system prompt: the row holds it once, and every conversation's losses and the gradient
+    equal the unshared row's."""
+    model = make_tiny_lm()
+    conversations = _sharing()
+    results = []
+    for share in (0, 8):
+        row = packed_row(conversations, share_prefix_tokens=share)
+        model.zero_grad()
+        with packed_attention(model):
+            losses = token_losses(model, row)
+        losses.sum().backward()
+        results.append((row, conversation_losses(row, losses), [p.grad.clone() for p in model.parameters()]))
+    (plain, plain_losses, plain_grads), (shared, shared_losses, shared_grads) = results
+    assert plain.tokens - shared.tokens == 2 * 12  # the 12-token prefix once, not three times
+    assert shared.conversation_tokens == plain.conversation_tokens and shared.conversations == 4
+    assert [n for _, n in shared_losses] == [n for _, n in plain_losses]
+    assert [s for s, _ in shared_losses] == pytest.approx([s for s, _ in plain_losses], abs=1e-10)
+    assert all(torch.allclose(a, b, atol=1e-10) for a, b in zip(plain_grads, shared_grads, strict=True))
