@@ -95,17 +95,19 @@ def test_bad_rows_are_named_by_file_and_line_and_refused_or_counted(
     assert _metric_rows(run_dir)[0]["train/bad_rows"] == 5.0
 
 
-@pytest.mark.slow
-def test_unreadable_input_is_one_error_line_and_nothing_written(tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_unreadable_input_is_one_error_line_and_nothing_written(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In process: the rows are read before the model loads, so this costs no training."""
+    from execrl.cli import main
+
     binary = tmp_path / "rows.jsonl"
     binary.write_bytes(b'{"messages": []}\n\x00\x01\x02\n')
     for path, message in ((tmp_path / "missing.jsonl", "not found"), (binary, "binary data")):
         out = tmp_path / f"out-{path.stem}"
-        result = _sft(*_common(tiny_model_dir, path, out))
-        assert result.returncode == 2 and not out.exists()
-        assert (
-            result.stderr.strip().splitlines()[-1].startswith(f"error: {path}") and message in result.stderr
-        )
+        assert main(["sft", "--no-progress", *_common(tiny_model_dir, path, out)]) == 2 and not out.exists()
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith(f"error: {path}") and message in line
 
 
 @pytest.mark.slow
