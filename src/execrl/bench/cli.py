@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "rewards": ("execrl.bench.rewards", "reward scoring throughput"),
     "rollout": ("execrl.bench.rollout", "generation throughput"),
     "train": ("execrl.bench.train", "training step vs TRL's GRPOTrainer"),
+    "sft": ("execrl.bench.sft", "SFT steps, tokens/s, vs TRL's SFTTrainer with packing, same rows"),
     "long-context": (
         "execrl.bench.long_context",
         "one GRPO step on 512-8,192-token prompts vs TRL, time and RSS",

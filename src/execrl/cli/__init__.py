@@ -18,6 +18,7 @@ from execrl.memory import configure_allocator
 # Modules that add subcommands, in the order they appear in --help.
 COMMAND_MODULES: tuple[str, ...] = (
     "execrl.recipes.cli",  # train, eval, compare
+    "execrl.recipes.sft_cli",  # sft
     "execrl.telemetry.cli",  # monitor
     "execrl.sandbox.cli",  # sandbox run|serve
     "execrl.cli.tasks",  # tasks ls|check|overlap|import

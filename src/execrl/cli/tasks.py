@@ -1,4 +1,5 @@
-"""``execrl tasks ls|check|overlap|import``: inspect suites, verify them, check contamination, convert.
+"""``execrl tasks ls|check|overlap|transcripts|import``: inspect suites, verify them, check contamination,
+write SFT rows from their references, convert.
 
 ``SUITE`` is a registered suite name or a path/URL of a task JSONL file. Exit status: 0 ok; 1 the check
 failed (a reference failed, a wrong answer passed, or overlap above the threshold); 2 bad input.
@@ -15,6 +16,7 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from execrl.inputs import InputFileError, float_in, positive_int
@@ -157,6 +159,41 @@ def _import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _transcripts(args: argparse.Namespace) -> int:
+    """SFT rows from the suite's references (``execrl.tools.transcripts``), each final answer passing its
+    hidden tests, then the n-gram overlap of the written rows against HumanEval."""
+    from execrl.sandbox import default_sandbox
+    from execrl.tasks.overlap import text_overlap_report
+    from execrl.tools.transcripts import ToolConfig, row_text, transcripts
+
+    if args.split != "train":
+        raise TaskError(f"--split {args.split}: transcripts are training data; only --split train is written")
+    if args.out.exists() and args.out.is_dir():
+        raise InputFileError(f"{args.out}: exists and is a directory, expected a file path")
+    tasks = _load(args.suite, "train", args.limit)
+    tasks = [t for t in tasks if t.metadata.split == "train"]  # a task file may hold both splits
+    if not tasks:
+        raise TaskError(f"{args.suite}: no train tasks")
+    done = transcripts(tasks, default_sandbox(), suite=args.suite, config=ToolConfig())
+    tmp = args.out.with_name(args.out.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done.rows), encoding="utf-8")
+    tmp.replace(args.out)
+    report = text_overlap_report([(r["metadata"]["task_id"], row_text(r)) for r in done.rows],
+                                 _load("humaneval", "test"), n=13, threshold=0.1)  # fmt: skip
+    print(f"{args.suite}/train: {len(done.rows)} transcripts written to {args.out} ({len(tasks)} tasks; "
+          f"{len(done.failed)} references failed their hidden tests, {len(done.without_reference)} without "
+          "a reference)")  # fmt: skip
+    for line in done.failed[:20]:
+        print(f"  FAILED {line}")
+    print(
+        f"overlap with humaneval (13-grams): max {report.max_fraction:.3f} of a HumanEval task's n-grams; "
+        + ("clean" if report.clean else f"{len(report.flagged)} contaminated pair(s)")
+    )
+    for pair in report.flagged[:20]:
+        print(f"  FLAGGED {pair.train_id} ~ {pair.eval_id}: {pair.fraction:.3f}")
+    return EXIT_OK if report.clean and not done.failed else EXIT_FAILED
+
+
 def _guard(handler: Any) -> Any:
     """Turn our own input errors into a message and exit status 2 (tracebacks are for bugs)."""
 
@@ -200,6 +237,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     overlap.add_argument("--json", action="store_true", help="print JSON instead of text")
     overlap.set_defaults(func=_guard(_overlap))
+
+    tr = sub.add_parser("transcripts", help="SFT rows from a suite's references (train split only)")
+    tr.add_argument("suite", metavar="SUITE", help="suite name or task JSONL path/URL")
+    tr.add_argument("--split", default="train", help="train (the only split written)")
+    tr.add_argument("--out", type=Path, required=True, help="JSONL file of SFT rows to write")
+    tr.add_argument("--limit", type=positive_int, default=None, help="only the first N tasks")
+    tr.set_defaults(func=_guard(_transcripts))
 
     from execrl.tasks.importers import IMPORTERS  # light: no dataset is read here
 

@@ -10,6 +10,7 @@ overrides, one module per group of ``[sections]``, no torch anywhere.
   ``scoring.py`` (``[reward]``, ``[sandbox]``, ``[audit]``, ``[eval]``), ``infra.py`` (``[executor]``,
   ``[telemetry]``), ``lora.py`` (``[lora]``);
 * ``train.py``: ``TrainConfig`` and the checks across sections;
+* ``sft.py``: ``SftConfig`` (``execrl sft``: ``[data]``, ``[optim]`` of its own, the rest reused);
 * ``load.py``: ``load_config`` / ``validate_config`` (errors name the key and what to set);
 * ``toml.py``: ``to_toml`` (``tomli-w``; the run directory's ``config.toml``, ``--print-config``);
 * ``build.py``: ``build``, internal configs filled from the sections by field name (one source per knob).
@@ -28,10 +29,11 @@ from execrl.config.algorithm import (
 from execrl.config.base import ConfigError, Section
 from execrl.config.build import build, sources
 from execrl.config.infra import AlarmSection, ExecutorSection, TelemetrySection
-from execrl.config.load import load_config, parse_override, validate_config
+from execrl.config.load import load_config, load_typed, parse_override, validate_config, validate_typed
 from execrl.config.lora import LoraSection
 from execrl.config.run import CheckpointSection, ModelSection, RunSection
 from execrl.config.scoring import AuditSection, EvalSection, RewardSection, SandboxSection
+from execrl.config.sft import SftConfig, SftDataSection, SftOptimSection, SftRunSection
 from execrl.config.tasks import SchedulerSection, TaskSection
 from execrl.config.toml import to_toml
 from execrl.config.train import TrainConfig
@@ -55,13 +57,19 @@ __all__ = [
     "SandboxSection",
     "SchedulerSection",
     "Section",
+    "SftConfig",
+    "SftDataSection",
+    "SftOptimSection",
+    "SftRunSection",
     "TaskSection",
     "TelemetrySection",
     "TrainConfig",
     "build",
     "load_config",
+    "load_typed",
     "parse_override",
     "sources",
     "to_toml",
     "validate_config",
+    "validate_typed",
 ]

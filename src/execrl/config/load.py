@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
-from execrl.config.base import ConfigError
+from execrl.config.base import ConfigError, Section
 from execrl.config.train import TrainConfig
 from execrl.inputs import InputFileError, read_text_file
+
+if TYPE_CHECKING:
+    from execrl.config.sft import SftConfig
+
+S = TypeVar("S", bound=Section)
 
 _CONFIG_MAX_BYTES = 1 << 20
 MAX_KEY_PARTS = 8  # the deepest key of the config has 3 parts (tasks.suites.NAME)
@@ -78,30 +83,53 @@ def _apply(data: dict[str, Any], path: list[str], value: Any) -> None:
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """Read a TOML file (optional), apply overrides, validate. Errors name the key and what to set."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            data = tomllib.loads(read_text_file(path, "config file", max_bytes=_CONFIG_MAX_BYTES))
-        except InputFileError as exc:
-            raise ConfigError(str(exc)) from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
-        except RecursionError:
-            raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
+    return load_typed(TrainConfig, path, overrides)
+
+
+def load_typed(schema: type[S], path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> S:
+    """``load_config`` for any top-level config (``TrainConfig``, ``SftConfig``)."""
+    data = _read_toml(path) if path is not None else {}
     for item in overrides:
         key_path, value = parse_override(item)
         _apply(data, key_path, value)
-    return validate_config(data, source=str(path) if path else "overrides")
+    return validate_typed(schema, data, source=str(path) if path else "overrides")
+
+
+def _read_toml(path: str | Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(read_text_file(path, "config file", max_bytes=_CONFIG_MAX_BYTES))
+    except InputFileError as exc:
+        raise ConfigError(str(exc)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
+
+
+def load_run_config(path: str | Path) -> TrainConfig | SftConfig:
+    """A run directory's ``config.toml``, whichever command wrote it: ``execrl sft``'s (it has a
+    ``[data]`` table) or ``execrl train``'s. Both have the ``[model]`` the run started from."""
+    from execrl.config.sft import SftConfig
+
+    data = _read_toml(path)
+    if "data" in data:
+        return validate_typed(SftConfig, data, source=str(path))
+    return validate_typed(TrainConfig, data, source=str(path))
 
 
 def validate_config(data: dict[str, Any], *, source: str = "config") -> TrainConfig:
+    return validate_typed(TrainConfig, data, source=source)
+
+
+def validate_typed(schema: type[S], data: dict[str, Any], *, source: str = "config") -> S:
+    """``data`` validated into ``schema``; every error names its key and what to set."""
     if value_depth(data) > MAX_VALUE_DEPTH:
         _too_deep(source)
     bad_key = surrogate_key(data, "")
     if bad_key is not None:
         raise ConfigError(f"{source}: {bad_key}: not valid Unicode text (a lone surrogate); use UTF-8")
     try:
-        return TrainConfig.model_validate(data)
+        return schema.model_validate(data)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():

@@ -12,19 +12,18 @@ import re
 import tomli_w
 from pydantic import BaseModel
 
-from execrl.config.base import ConfigError
+from execrl.config.base import ConfigError, Section
 from execrl.config.load import surrogate_key
-from execrl.config.train import TrainConfig
 
 HEADER = (
-    "# execrl train: the resolved config, each key under its description "
-    "(valid TOML: `execrl train --config FILE` reads it back)"
+    "# execrl: the resolved config, each key under its description "
+    "(valid TOML: `execrl train --config FILE` or `execrl sft --config FILE` reads it back)"
 )
 _TABLE = re.compile(r"\[(\w+)(?:\.(\w+))?\]")
 _KEY = re.compile(r"([A-Za-z_]\w*) = ")
 
 
-def to_toml(config: TrainConfig, *, descriptions: bool = False) -> str:
+def to_toml(config: Section, *, descriptions: bool = False) -> str:
     """The resolved config as TOML; unset optional keys (``None``) are left out. With ``descriptions``, a
     ``#`` comment with each field's description goes above its key and each table's above its header."""
     data = config.model_dump(exclude_none=True)
@@ -35,7 +34,7 @@ def to_toml(config: TrainConfig, *, descriptions: bool = False) -> str:
     return _described(text, config) if descriptions else text
 
 
-def _described(text: str, config: TrainConfig) -> str:
+def _described(text: str, config: Section) -> str:
     """``text`` (as ``tomli_w`` lays it out: ``[section]`` tables, ``key = value`` lines, a dict-valued
     field as its own ``[section.field]`` table) with the descriptions inserted as comments, and each
     unset optional key shown commented out at the end of its table."""
@@ -51,7 +50,7 @@ def _described(text: str, config: TrainConfig) -> str:
             if field is None:
                 values = getattr(config, name)
                 unset = [key for key in type(values).model_fields if getattr(values, key) is None]
-            info = TrainConfig.model_fields[name]
+            info = type(config).model_fields[name]
             section = info.annotation if isinstance(info.annotation, type) else None
             if field is not None and section is not None:
                 info = section.model_fields[field]

@@ -12,6 +12,9 @@ checkpoints, stop reasons). ``execrl train`` picks the recipe by name from the c
 What an episode is (one turn; visible-test feedback with ``refine.max_turns > 1``; tool calls with
 ``tools.enabled``; yours with ``rollout.environment``) is the environment's business
 (``execrl.episodes``), not a recipe's: every recipe runs every environment.
+
+``execrl sft`` runs ``sft.py`` (supervised fine-tuning on chat rows, its own ``SftConfig``; rows and the
+step plan in ``sft_data.py``), outside this table.
 """
 
 from __future__ import annotations

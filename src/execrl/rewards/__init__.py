@@ -5,7 +5,8 @@
     metrics = reward_metrics(scores)          # {"reward/mean": ..., "reward/invalid_rate": ...}
 
 Built-in domains: "code" (sandboxed tests), "math" (exact rational answer), "structured" (JSON schema +
-expected values). Add one with ``@register_verifier("my_domain")`` or
+expected values). ``judge.py``: an AI-feedback reward (a judge model behind an OpenAI-compatible endpoint)
+and ``JudgedVerifier``, which combines it with a domain's execution verifier by weight. Add one with ``@register_verifier("my_domain")`` or
 ``register_verifier("my_domain", "my_pkg.module:function")``; see ``execrl.rewards.types`` for the
 two-phase interface that lets code verifiers share one concurrent sandbox batch.
 """

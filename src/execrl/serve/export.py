@@ -88,10 +88,10 @@ def _adapter_source(path: Path) -> ModelSource:
 
 def _run_source(run_dir: Path, checkpoint: Path | None) -> ModelSource:
     from execrl.components.setup import resolve_model_path
-    from execrl.config import load_config
+    from execrl.config.load import load_run_config
 
-    config = load_config(run_dir / "config.toml")
-    return ModelSource(resolve_model_path(config.model.path), checkpoint, config.model.dtype)
+    model = load_run_config(run_dir / "config.toml").model  # execrl train's run or execrl sft's
+    return ModelSource(resolve_model_path(model.path), checkpoint, model.dtype)
 
 
 def resolve_model_source(spec: str) -> ModelSource:

@@ -117,6 +117,20 @@ def overlap_report(
 
     ``threshold`` is the share of the eval task's n-grams found in the train task (0.1 = a tenth).
     """
+    train = [(t.id, task_text(t)) for t in train_tasks]
+    return text_overlap_report(train, eval_tasks, n=n, threshold=threshold, common_fraction=common_fraction)
+
+
+def text_overlap_report(
+    train: Sequence[tuple[str, str]],
+    eval_tasks: Sequence[Task],
+    *,
+    n: int = 13,
+    threshold: float = 0.1,
+    common_fraction: float = 0.05,
+) -> OverlapReport:
+    """``overlap_report`` with training texts given as ``(id, text)`` pairs (SFT rows: everything a row
+    shows the model, its answers and tool outputs included)."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     eval_grams = [ngrams(normalise(task_text(t)), n) for t in eval_tasks]
@@ -125,9 +139,9 @@ def overlap_report(
     eval_max = {t.id: 0.0 for t in eval_tasks}
     train_max: dict[str, float] = {}
     flagged: list[OverlapPair] = []
-    for train in train_tasks:
+    for train_id, text in train:
         shared: Counter[int] = Counter()
-        for gram in ngrams(normalise(task_text(train)), n):
+        for gram in ngrams(normalise(text), n):
             shared.update(index.get(gram, ()))
         best = 0.0
         for i, count in shared.items():
@@ -136,13 +150,13 @@ def overlap_report(
             eval_id = eval_tasks[i].id
             eval_max[eval_id] = max(eval_max[eval_id], fraction)
             if fraction >= threshold:
-                flagged.append(OverlapPair(train.id, eval_id, count, fraction))
-        train_max[train.id] = best
+                flagged.append(OverlapPair(train_id, eval_id, count, fraction))
+        train_max[train_id] = best
     flagged.sort(key=lambda p: (-p.fraction, p.train_id, p.eval_id))
     return OverlapReport(
         n=n,
         threshold=threshold,
-        train_tasks=len(train_tasks),
+        train_tasks=len(train),
         eval_tasks=len(eval_tasks),
         ignored_common_ngrams=ignored,
         eval_max=eval_max,

@@ -5,7 +5,8 @@ Modules: ``registry.py`` (``Tool`` in the OpenAI ``tools`` format, ``register_to
 ``calls.py`` (declaring tools to the model, parsing a call by its format's rules, structured errors),
 ``env.py`` (``ToolEnvironment``: the ``tools`` environment of the one rollout loop, ``execrl.episodes``:
 sessions forked per sample, calls answered and counted, the judge on the hidden tests), ``metrics.py``
-(the per-step tool metrics) and ``remote.py`` (the same environment against any OpenAI-compatible
+(the per-step tool metrics), ``transcripts.py`` (SFT rows from a suite's references: ``execrl tasks
+transcripts``) and ``remote.py`` (the same environment against any OpenAI-compatible
 endpoint, ``execrl tools run`` in ``cli.py``). One request: the loop renders the prompt with the tools ->
 the engine samples until the end of a call -> ``ToolEnvironment`` parses it -> the tool runs in the
 episode's forked session -> its answer is appended as a ``tool`` message (as data, masked, within the

@@ -24,7 +24,8 @@ fence (``"\n```\n"``); a turn that ends without a closed python block is the fin
 
 :func:`read_call` is the schema-free half of :func:`parse_call` (``execrl serve`` checks a call against
 the client's declarations with :func:`check_call`); :func:`call_text` writes a call back as text, so a
-served conversation renders as a trained Hermes episode does.
+served conversation renders as a trained Hermes episode does (:func:`python_block_text` for the other
+convention: ``execrl sft`` renders demonstrations' calls with both, ``tools/render.py``).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ __all__ = [
     "parse_python_block",
     "prompt_messages",
     "python_block_system_prompt",
+    "python_block_text",
     "response_content",
     "response_wrapper",
     "read_call",
@@ -301,3 +303,9 @@ def response_content(text: str, *, call_format: CallFormat, template_tools: bool
 def error_text(error: CallError) -> str:
     """The structured tool message answering a malformed call."""
     return json.dumps({"error": {"type": error.kind, "message": error.message}}, ensure_ascii=False)
+
+
+def python_block_text(code: str) -> str:
+    """A ``python_block`` call as the model writes it: the block, ending with the stop string that ends
+    the turn (``PYTHON_BLOCK_STOP``); :func:`parse_python_block` reads ``code`` back from it."""
+    return f"```python\n{code}{PYTHON_BLOCK_STOP}"

@@ -63,7 +63,14 @@ if TYPE_CHECKING:
     from execrl.rewards.batch import SyncRunner
     from execrl.sandbox.sessions.api import Session
 
-__all__ = ["ToolConfig", "ToolEnvironment", "answer_text", "judge_answers", "offered_tools"]
+__all__ = [
+    "ToolConfig",
+    "ToolEnvironment",
+    "answer_text",
+    "judge_answers",
+    "offered_tools",
+    "open_session_template",
+]
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,26 @@ def judge_answers(
     ]
 
 
+def open_session_template(runner: SyncRunner, task: Task, config: ToolConfig) -> Any:
+    """The task's session template (its files and setup cells) under an episode's limits; its forks
+    inherit them. ``execrl tasks transcripts`` runs a reference's cells in a fork of the same template."""
+    from execrl.sandbox.sessions.types import SessionLimits
+
+    open_template = getattr(runner, "open_template", None)
+    if open_template is None:
+        raise TypeError("tool episodes need a sandbox with sessions (open_template)")
+    # An episode's CPU, every process of its session between cells included, is what its calls may
+    # use (issue 35, class 6), not the session's 600 s default; the forks inherit the template's limits
+    # (in process and on sandbox.urls replicas alike).
+    limits = SessionLimits(
+        cell_timeout_s=config.cell_timeout_s, cell_cpu_time_s=config.cell_timeout_s,
+        memory_mb=config.session_memory_mb, max_cells=config.max_tool_calls + 64,
+        cpu_time_s=config.cell_timeout_s * max(1, config.max_tool_calls),
+    )  # fmt: skip
+    spec = task.session or SessionSpec()
+    return open_template(setup=list(spec.setup), runtime=spec.runtime, limits=limits, files=dict(spec.files))
+
+
 @dataclass(frozen=True)
 class ToolEnvironment:
     """Tool-calling episodes on ``runner``'s sessions (module docstring)."""
@@ -165,26 +192,9 @@ class _Live:
 
     def open(self) -> None:
         """One template per task (its files and setup cells), forked into one session per episode."""
-        from execrl.sandbox.sessions.types import SessionLimits
-
-        config = self.env.config
-        open_template = getattr(self.env.runner, "open_template", None)
-        if open_template is None:
-            raise TypeError("tool episodes need a sandbox with sessions (open_template)")
-        # An episode's CPU, every process of its session between cells included, is what its calls may
-        # use (issue 35, class 6), not the session's 600 s default; the forks inherit the template's limits
-        # (in process and on sandbox.urls replicas alike).
-        limits = SessionLimits(
-            cell_timeout_s=config.cell_timeout_s, cell_cpu_time_s=config.cell_timeout_s,
-            memory_mb=config.session_memory_mb, max_cells=config.max_tool_calls + 64,
-            cpu_time_s=config.cell_timeout_s * max(1, config.max_tool_calls),
-        )  # fmt: skip
         try:
             for task in self.tasks:
-                spec = task.session or SessionSpec()
-                template = open_template(
-                    setup=list(spec.setup), runtime=spec.runtime, limits=limits, files=dict(spec.files)
-                )
+                template = open_session_template(self.env.runner, task, self.env.config)
                 self.templates.append(template)
                 self.sessions.extend(template.fork(self.samples))
         except BaseException:

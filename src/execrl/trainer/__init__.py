@@ -1,5 +1,8 @@
 """execrl.trainer: advantages, losses, log-probs, the policy update step and checkpoints. No loop here.
 
+Supervised fine-tuning (``execrl sft``) uses ``packing.py`` (padding-free rows of several conversations)
+and ``sft.py`` (attention per conversation, the assistant tokens' cross-entropy, the clipped step).
+
 How a recipe uses it (GRPO; PPO swaps the advantages for ``gae`` and passes a ``ValueHead``/``Critic``)::
 
     config = TrainerConfig(learning_rate=1e-6, kl_coef=0.0, loss_aggregation="token-mean")
