@@ -19,6 +19,7 @@ from execrl.memory import configure_allocator
 COMMAND_MODULES: tuple[str, ...] = (
     "execrl.recipes.cli",  # train, eval, compare
     "execrl.recipes.sft_cli",  # sft
+    "execrl.recipes.sample_cli",  # sample
     "execrl.telemetry.cli",  # monitor
     "execrl.sandbox.cli",  # sandbox run|serve
     "execrl.cli.tasks",  # tasks ls|check|overlap|import

@@ -317,10 +317,12 @@ def environment_name(config: TrainConfig) -> str:
     return "refine" if config.refine.multi_turn else "single"
 
 
-def build_environment(config: TrainConfig, runner: SyncRunner) -> Environment:
+def build_environment(
+    config: TrainConfig, runner: SyncRunner, *, reward: RewardConfig | None = None
+) -> Environment:
     """The run's environment (``environment_name``) over ``runner`` (the sandbox or a service client),
     built by its class's ``from_config(config, runner=..., reward=...)`` (``reward``: the run's reward
-    settings, ``reward_config``)."""
+    settings, ``reward_config``, unless given: ``execrl sample`` judges on the hidden tests)."""
     from execrl.episodes import environment_class
 
     name = environment_name(config)
@@ -330,7 +332,8 @@ def build_environment(config: TrainConfig, runner: SyncRunner) -> Environment:
         raise ConfigError(f"rollout.environment: {exc}") from None
     if not callable(getattr(cls, "from_config", None)):
         raise ConfigError(f"rollout.environment={name!r} has no from_config(config, runner=, reward=)")
-    environment: Environment = cls.from_config(config, runner=runner, reward=reward_config(config))
+    settings = reward if reward is not None else reward_config(config)
+    environment: Environment = cls.from_config(config, runner=runner, reward=settings)
     return environment
 
 
