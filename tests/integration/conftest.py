@@ -23,6 +23,31 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def caps_or_eos_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny model that writes words starting A-F or ends its turn (EOS ``<|im_end|>`` about one token in
+    seven): the final norm keeps one dimension and the head reads only it, so an answer passes the toy
+    reward (every word A-F), is empty (EOS first: no words, reward 0), or is cut by the token cap."""
+    import torch
+
+    from execrl.rollout.models import default_tokenizer, tiny_model
+
+    tokenizer = default_tokenizer()
+    model = tiny_model(seed=0)
+    with torch.no_grad():
+        model.model.norm.weight.zero_()
+        model.model.norm.weight[0] = 1.0
+        head = model.lm_head.weight
+        head.zero_()
+        head[tokenizer.convert_tokens_to_ids("<|im_end|>"), 0] = -19.9
+        for letter in "ABCDEF":
+            head[tokenizer(f" {letter}", add_special_tokens=False)["input_ids"][0], 0] = -20.0
+    path = tmp_path_factory.mktemp("caps-or-eos")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
 def toy_tasks_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import toy_domain
 

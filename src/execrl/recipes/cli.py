@@ -65,7 +65,55 @@ def _executor_overrides(args: argparse.Namespace) -> list[str]:
     return out
 
 
+def _staged_source(args: argparse.Namespace) -> Path | None:
+    """The config file when it is a staged run's (``[[stages]]``): ``--config``, or ``--resume``'s."""
+    import tomllib
+
+    path = args.config or (Path(args.resume) / "config.toml" if args.resume else None)
+    if path is None or not Path(path).is_file():
+        return None
+    try:
+        return Path(path) if "stages" in tomllib.loads(Path(path).read_text(encoding="utf-8")) else None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
+        return None  # load_config reports it as one error line
+
+
+def _train_staged(args: argparse.Namespace, path: Path) -> int:
+    """``[[stages]]``: ``recipes/stages.py`` runs them in order; ``--resume`` continues the staged run."""
+    from execrl.config import load_typed
+    from execrl.config.stages import StagedConfig, check_stages
+
+    if args.overrides or args.executor or args.ray_address:
+        raise ConfigError(
+            "a staged config takes no KEY=VALUE overrides or --executor; set them in its stages"
+        )
+    staged = load_typed(StagedConfig, path)
+    check_stages(staged, source=str(path))
+    if args.print_config:
+        print(to_toml(staged, descriptions=True), end="")
+        return 0
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from execrl.components.run import StopReason
+    from execrl.recipes.stages import new_staged_dir, run_stages
+
+    run_dir = Path(args.resume) if args.resume else new_staged_dir(staged, path.read_text(encoding="utf-8"))
+    outcome = run_stages(staged, run_dir, progress=not args.no_progress, source=str(path))
+    print(f"staged run directory: {outcome.run_dir} (stages done: {', '.join(outcome.finished) or 'none'})")
+    if outcome.stopped_early:
+        print(f"stopped early: {outcome.stopped_early}")
+        return 130 if outcome.stopped_early.reason is StopReason.SIGNAL else 0
+    print(f"report: {outcome.run_dir / 'report.md'}")
+    return 0
+
+
 def _train(args: argparse.Namespace) -> int:
+    staged = _staged_source(args)
+    if staged is not None:
+        try:
+            return _train_staged(args, staged)
+        except (ConfigError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     mirrors: list[RunMirror] = []
     with ExitStack() as stack:
         try:
@@ -87,8 +135,8 @@ def _train(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        from execrl.components.run import StopReason
         from execrl.recipes import load_recipe, recipe_name
-        from execrl.recipes.loop import StopReason
 
         name = recipe_name(config)  # grpo, ppo or async (the environment is the config's)
         logging.getLogger("execrl.train").info("recipe: %s", name)
