@@ -14,7 +14,8 @@ What an episode is (one turn; visible-test feedback with ``refine.max_turns > 1`
 (``execrl.episodes``), not a recipe's: every recipe runs every environment.
 
 ``execrl sft`` runs ``sft.py`` (supervised fine-tuning on chat rows, its own ``SftConfig``; rows and the
-step plan in ``sft_data.py``), outside this table.
+step plan in ``sft_data.py``) and ``execrl sample`` runs ``sample.py`` (rejection sampling into SFT rows),
+outside this table; a config with ``[[stages]]`` runs them and the recipes in order (``stages.py``).
 """
 
 from __future__ import annotations
