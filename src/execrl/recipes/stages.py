@@ -133,6 +133,7 @@ def run_stages(
 ) -> StagedOutcome:
     """Every stage in order from what ``run_dir/stages.json`` says is done (module docstring)."""
     check_stages(staged, source=source)
+    run_dir = run_dir.resolve()  # stages.json holds absolute paths: a resume from elsewhere finds them
     state = _read_state(run_dir)
     model: str | None = None
     rows: dict[str, str] = {}
