@@ -43,8 +43,9 @@ from execrl.recipes.loop import (
     run_steps,
     sample_and_score,
     single_turn_session,
+    update_policy,
 )
-from execrl.trainer import compute_advantages, policy_update
+from execrl.trainer import compute_advantages
 
 __all__ = ["TrainOutcome", "train", "train_step"]
 
@@ -84,9 +85,7 @@ def train_step(run: Run, step: int, *, executor: Executor) -> dict[str, float]:
         old_logprobs_from_rollout=run.old_logprobs_from_rollout,
     )  # fmt: skip
     gap = None if run.old_logprobs_from_rollout else logprob_gap(run, batch, groups.rollout)
-    metrics = policy_update(  # clipped policy-gradient loss (+ KL to the reference if kl_coef > 0), AdamW
-        run.model, run.optimizer, run.lr_scheduler, batch, tcfg, ref_model=run.ref_model
-    )
+    metrics = update_policy(run, batch)  # clipped policy-gradient loss (+ KL if kl_coef > 0), AdamW
     t2 = time.perf_counter()
     metrics.update(logprob_gap_metric(gap, metrics))  # generation vs training log-probs
     metrics.update(step_metrics(run, step, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from execrl.components import setup
+from execrl.components import setup, sharding
 from execrl.components.prompt_lengths import run_prompt_stages
 from execrl.components.sampling import GroupSampler, ScoredGroups, StreamingGroupSampler
 from execrl.config import TrainConfig, build
@@ -42,6 +42,7 @@ from execrl.trainer import (
     latest_checkpoint,
     learns_values,
     load_checkpoint,
+    policy_update,
     save_checkpoint,
 )
 from execrl.trainer import (
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
 
     from execrl.sandbox import Sandbox
     from execrl.sandbox.service.client import ServiceClient
+    from execrl.trainer import CheckpointState, TrainBatch
+    from execrl.trainer.ranks import ShardedTrainer
 
 log = logging.getLogger("execrl.train")
 
@@ -105,6 +108,9 @@ class Run:
     prompt_stages: tuple[PromptStage[Task], ...] = ()  # the prompt-length cap's stages (() = not computed)
     stop: Stop | None = None
     behaviour_model: PreTrainedModel | None = None  # async: the weights the in-flight rollout samples with
+    sharded: ShardedTrainer | None = (
+        None  # trainer.strategy=fsdp: the update over the ranks (model: rollout copy)
+    )
 
     @property
     def extra_modules(self) -> dict[str, torch.nn.Module] | None:
@@ -135,7 +141,17 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
     ref_model = setup.reference_model(config, model, model_path)  # with LoRA: the policy, adapters off
     # PPO learns a value head on the policy's hidden states; the GRPO family needs none.
     value_head = ValueHead(model.config.hidden_size) if learns_values(tcfg.advantage_estimator) else None
-    optimizer = build_optimizer(model, tcfg, extra_modules=(value_head,) if value_head is not None else ())
+    sharded = None
+    if config.trainer.strategy == "fsdp":  # shards a copy; ``model`` stays whole for the rollout engine
+        sharded = sharding.sharded_trainer(
+            config, tcfg, model=model, value_head=value_head, reference=ref_model
+        )
+        optimizer, lr_scheduler = sharded.optimizer, sharded.scheduler
+    else:
+        optimizer = build_optimizer(
+            model, tcfg, extra_modules=(value_head,) if value_head is not None else ()
+        )
+        lr_scheduler = build_lr_scheduler(optimizer, tcfg)
     suites = setup.load_suites(config.tasks.suites, "train", config.tasks.max_difficulty)
     stages = training_prompt_stages(config, suites, model, tokenizer)
     run = Run(
@@ -147,7 +163,7 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
         ref_model=ref_model,
         value_head=value_head,
         optimizer=optimizer,
-        lr_scheduler=build_lr_scheduler(optimizer, tcfg),
+        lr_scheduler=lr_scheduler,
         tasks=task_scheduler(config, suites=suites, prompt_stages=stages),
         engine=setup.rollout_engine(config, model, tokenizer),  # LoRA: over a folded copy (lora_fold.py)
         start_step=0,
@@ -155,12 +171,11 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
         length=length_curriculum(config),
         prompt_stages=stages,
         behaviour_model=behaviour_copy(model) if config.algorithm.async_steps else None,
+        sharded=sharded,
     )
     checkpoint = latest_checkpoint(run_dir) if resume_dir is not None else None
     if checkpoint is not None:
-        state = load_checkpoint(
-            checkpoint, model, run.optimizer, run.lr_scheduler, extra_modules=run.extra_modules
-        )
+        state = load_run_checkpoint(run, checkpoint)
         run.start_step = int(state.data_state["next_step"])
         if "scheduler" in state.data_state:  # checkpoints written before the adaptive scheduler have none
             run.tasks.load_state_dict(state.data_state["scheduler"])
@@ -168,6 +183,29 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
             run.length.load_state_dict(state.data_state["length"])
         log.info("resumed from %s at step %d", checkpoint, run.start_step)
     return run
+
+
+def load_run_checkpoint(run: Run, checkpoint: Path) -> CheckpointState:
+    """Restore the run's trainer from ``checkpoint``: in this process, or over the ranks (sharded; then the
+    rollout copy gets the restored weights)."""
+    if run.sharded is None:
+        return load_checkpoint(
+            checkpoint, run.model, run.optimizer, run.lr_scheduler, extra_modules=run.extra_modules
+        )
+    state = run.sharded.load(checkpoint)
+    run.sharded.gather()
+    return state
+
+
+def update_policy(run: Run, batch: TrainBatch) -> dict[str, float]:
+    """The step's update (``trainer.policy_update``): clipped policy loss (+ KL, + PPO's value loss), AdamW;
+    in this process, or over the ranks with ``trainer.strategy=fsdp`` (the same update)."""
+    if run.sharded is not None:
+        return run.sharded.update(batch)
+    return policy_update(
+        run.model, run.optimizer, run.lr_scheduler, batch, run.tcfg, ref_model=run.ref_model,
+        value_model=run.value_head,
+    )  # fmt: skip
 
 
 def length_curriculum(config: TrainConfig) -> LengthCurriculum:
@@ -210,7 +248,10 @@ def inject_nan_loss(run: Run, step: int, advantages: torch.Tensor) -> torch.Tens
 
 def publish_weights(run: Run, executor: Executor, step: int) -> dict[str, float]:
     """After step ``step``'s update: the weights go out as version ``step + 1`` (rollout workers load them
-    by version) and the executor reports the step (``executor/*``: versions used, retries, replacements)."""
+    by version) and the executor reports the step (``executor/*``: versions used, retries, replacements).
+    Sharded, the ranks' weights reach the rollout copy ``run.model`` first, by bucket."""
+    if run.sharded is not None:
+        run.sharded.gather()
     executor.publish_weights(run.model, version=step + 1)
     return executor.step_metrics(step)
 
@@ -235,7 +276,7 @@ def single_turn_session(config: TrainConfig, resume_dir: Path | None) -> Iterato
     run = setup_run(config, resume_dir)
     telemetry = run_telemetry(run, resuming=resume_dir is not None)
     started = time.monotonic()
-    with setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run):
+    with stop_ranks(run), setup.build_sandbox(config) as sandbox, telemetry, stop_on_signals(run):
         sampler = (StreamingGroupSampler if config.rollout.stream_scoring else GroupSampler)(
             run.engine, run.tokenizer, sandbox, setup.reward_config(config), setup.sampling_params(config),
             seed=config.run.seed, length_cap=run.length.cap,
@@ -317,21 +358,35 @@ def finish_step(
             StopReason.WALL_TIME, f"run.max_wall_time_s={config.run.max_wall_time_s:.0f} reached"
         )
     if last or run.stop is not None or (step + 1) % config.checkpoint.every_steps == 0:
-        save_checkpoint(
-            run.run_dir,
-            step=step,
-            model=run.model,
-            optimizer=run.optimizer,
-            scheduler=run.lr_scheduler,
-            data_state={
-                "next_step": step + 1,
-                "scheduler": run.tasks.state_dict(),
-                "length": run.length.state_dict(),
-            },
-            metrics={k: v for k, v in metrics.items() if isinstance(v, float)},
-            keep_last=config.checkpoint.keep_last,
-            extra_modules=run.extra_modules,
+        save_run_checkpoint(run, step, {k: v for k, v in metrics.items() if isinstance(v, float)})
+
+
+def save_run_checkpoint(run: Run, step: int, metrics: dict[str, float]) -> Path:
+    """The checkpoint after step ``step``: written by this process, or by every rank (sharded)."""
+    data_state = {
+        "next_step": step + 1,
+        "scheduler": run.tasks.state_dict(),
+        "length": run.length.state_dict(),
+    }
+    keep_last = run.config.checkpoint.keep_last
+    if run.sharded is not None:
+        return run.sharded.save(
+            run.run_dir, step=step, data_state=data_state, metrics=metrics, keep_last=keep_last
         )
+    return save_checkpoint(
+        run.run_dir, step=step, model=run.model, optimizer=run.optimizer, scheduler=run.lr_scheduler,
+        data_state=data_state, metrics=metrics, keep_last=keep_last, extra_modules=run.extra_modules,
+    )  # fmt: skip
+
+
+@contextmanager
+def stop_ranks(run: Run) -> Iterator[None]:
+    """Sharded: when the run ends (or fails), the other trainer ranks leave their command loop."""
+    try:
+        yield
+    finally:
+        if run.sharded is not None:
+            run.sharded.close()
 
 
 def run_steps(

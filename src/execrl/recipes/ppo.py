@@ -43,8 +43,8 @@ from execrl.recipes.loop import (
     run_steps,
     sample_and_score,
     single_turn_session,
+    update_policy,
 )
-from execrl.trainer import policy_update
 
 __all__ = ["train", "train_step"]
 
@@ -85,10 +85,7 @@ def train_step(run: Run, step: int, *, executor: Executor) -> dict[str, float]:
         run.model, run.value_head, batch, rewards, gamma=tcfg.gamma, lam=tcfg.gae_lambda
     )
     batch = dataclasses.replace(batch, advantages=inject_nan_loss(run, step, batch.advantages))
-    metrics = policy_update(  # clipped policy loss + clipped value loss (+ KL if kl_coef > 0), AdamW
-        run.model, run.optimizer, run.lr_scheduler, batch, tcfg, ref_model=run.ref_model,
-        value_model=run.value_head,
-    )  # fmt: skip
+    metrics = update_policy(run, batch)  # clipped policy loss + clipped value loss (+ KL if kl_coef > 0)
     t2 = time.perf_counter()
     metrics.update(logprob_gap_metric(gap, metrics))  # generation vs training log-probs
     metrics.update(step_metrics(run, step, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))

@@ -99,3 +99,24 @@ def _packing_units(span: Tensor, groups: Tensor | None) -> list[list[int]]:
     for row in torch.argsort(span, stable=True).tolist():
         members.setdefault(int(groups[row]), []).append(row)
     return sorted(members.values(), key=lambda rows: (int(span[rows[-1]]), rows[0]))
+
+
+def split_groups(groups: Tensor, cost: Tensor, parts: int) -> list[Tensor]:
+    """Row indices of ``parts`` shares (e.g. trainer ranks) of a batch: whole groups (rows with the same id in
+    ``groups`` [N], e.g. rows sharing a prompt), the costliest first, each to the share with the least
+    ``cost`` [N] so far (ties: the lower share); rows in order within a share. With fewer groups than
+    shares the rows are dealt out one by one instead, so no share idles while another has a whole group.
+    Deterministic: it depends on the inputs only."""
+    ids, costs = groups.tolist(), cost.tolist()
+    members: dict[int, list[int]] = {}
+    for row, group in enumerate(ids):
+        members.setdefault(int(group), []).append(row)
+    units = list(members.values()) if len(members) >= parts else [[row] for row in range(len(ids))]
+    units.sort(key=lambda rows: (-sum(costs[r] for r in rows), rows[0]))
+    loads = [0.0] * parts
+    shares: list[list[int]] = [[] for _ in range(parts)]
+    for rows in units:
+        target = min(range(parts), key=lambda p: (loads[p], p))
+        shares[target].extend(rows)
+        loads[target] += sum(costs[r] for r in rows)
+    return [torch.tensor(sorted(rows), dtype=torch.long) for rows in shares]
