@@ -13,6 +13,8 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import signal
+import threading
 from typing import TYPE_CHECKING
 
 from execrl.components import setup
@@ -105,6 +107,8 @@ def follow(config: TrainConfig) -> int:
     from execrl.trainer import ValueHead, learns_values
 
     logging.getLogger("execrl").setLevel(logging.WARNING)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: rank 0 checkpoints, then sends stop
     setup.seed_everything(config.run.seed)
     model, _, path = setup.load_policy(config)
     tcfg = setup.trainer_config(config)
@@ -113,5 +117,9 @@ def follow(config: TrainConfig) -> int:
     if config.algorithm.kl_coef > 0 and not config.lora.enabled:
         reference = setup.load_reference(path, model.dtype)
     trainer = sharded_trainer(config, tcfg, model=model, value_head=value_head, reference=reference)
-    trainer.follow()
+    try:
+        trainer.follow()
+    except ValueError as exc:  # a checkpoint that does not fit: rank 0 hit the same and reports it
+        log.error("trainer rank %d: %s", trainer.group.rank, exc)
+        return 2
     return 0

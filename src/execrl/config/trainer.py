@@ -53,6 +53,14 @@ class TrainerSection(Section):
         description="fsdp: a rank that waits this long for another in a collective stops the run, naming "
         "the rank that did not answer",
     )
+    rank_num_cpus: float = Field(
+        1.0, ge=0, description="fsdp with --executor ray: CPUs reserved per trainer rank actor (ranks 1..N-1)"
+    )
+    rank_num_gpus: float = Field(
+        0.0,
+        ge=0,
+        description="fsdp with --executor ray: GPUs reserved per trainer rank actor (1 on GPU nodes)",
+    )
     inject_hang_rank: int | None = Field(
         None,
         ge=0,

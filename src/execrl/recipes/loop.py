@@ -24,7 +24,7 @@ import torch
 from execrl.components import setup, sharding
 from execrl.components.prompt_lengths import run_prompt_stages
 from execrl.components.sampling import GroupSampler, ScoredGroups, StreamingGroupSampler
-from execrl.config import TrainConfig, build
+from execrl.config import ConfigError, TrainConfig, build
 from execrl.distributed import Executor, build_executor
 from execrl.recipes.evaluate import evaluate_checkpoint_once, finish_report
 from execrl.rollout.engine import Engine, create_engine
@@ -189,10 +189,18 @@ def load_run_checkpoint(run: Run, checkpoint: Path) -> CheckpointState:
     """Restore the run's trainer from ``checkpoint``: in this process, or over the ranks (sharded; then the
     rollout copy gets the restored weights)."""
     if run.sharded is None:
+        if (checkpoint / "shards").is_dir():
+            raise ConfigError(
+                f"checkpoint {checkpoint} was written by trainer.strategy=fsdp (shards/); resume it with "
+                "--nproc N or trainer.strategy=fsdp"
+            )
         return load_checkpoint(
             checkpoint, run.model, run.optimizer, run.lr_scheduler, extra_modules=run.extra_modules
         )
-    state = run.sharded.load(checkpoint)
+    try:
+        state = run.sharded.load(checkpoint)
+    except ValueError as exc:  # another strategy, or tensors of another shape: nothing was changed
+        raise ConfigError(str(exc)) from None
     run.sharded.gather()
     return state
 

@@ -242,6 +242,7 @@ class ShardedTrainer:
         if self.settings.inject_hang_rank == self.group.rank:
             log.warning("trainer rank %d: trainer.inject_hang_rank, not answering", self.group.rank)
             time.sleep(1e9)
+        self.group.mark_pass()  # entered its update (a rank stuck before it has the lower count)
         with _threads(self.update_threads):
             return sharded_policy_update(
                 self.root, self.optimizer, self.scheduler, shard, self.config, self.group,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -191,21 +192,31 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def load_full_model_state(path: Path, names: dict[str, Tensor], *, prefix: str = "policy.") -> None:
+def load_full_model_state(
+    path: Path, names: dict[str, Tensor], *, prefix: str = "policy.", complete: bool = False
+) -> None:
     """Fill ``names`` (a plain model's ``state_dict()``, keys without ``prefix``) with the full tensors of a
-    sharded checkpoint, in this one process (no process group: ``execrl export``, ``eval``). Tensors the
-    checkpoint lacks keep their values (LoRA: the frozen base); a shape mismatch raises ``ValueError``."""
+    sharded checkpoint, in this one process (no process group: ``execrl export``, ``eval``). ``complete``:
+    every tensor must be in the checkpoint (full fine-tuning); otherwise the ones it lacks keep their
+    values (LoRA: the frozen base). A missing tensor or another shape raises ``ValueError``."""
     reader = FileSystemReader(str(path / SHARDS_DIRNAME))
     stored = reader.read_metadata().state_dict_metadata
-    wanted = {
-        f"model.{prefix}{name}": tensor for name, tensor in names.items() if f"model.{prefix}{name}" in stored
-    }
-    if not wanted:
-        raise ValueError(f"checkpoint {path}: its shards hold none of this model's tensors")
+    keys = {name: f"model.{prefix}{name}" for name in names}
+    missing = [name for name, key in keys.items() if key not in stored]
+    if len(missing) == len(keys) or (complete and missing):
+        raise ValueError(
+            f"checkpoint {path}: its shards lack {missing[0]!r} ({len(missing)} of {len(keys)} tensors)"
+        )
+    wanted = {keys[name]: tensor for name, tensor in names.items() if keys[name] in stored}
     for key, tensor in wanted.items():
         size = tuple(getattr(stored[key], "size", ()))
         if size != tuple(tensor.shape):
+            name = key[len("model.") :]
             raise ValueError(
-                f"checkpoint {path}: {key[len('model.') :]} is {list(size)}, the model's {list(tensor.shape)}"
+                f"checkpoint {path}: {name} is {list(size)}, the model's is {list(tensor.shape)}"
             )
-    dcp_load(wanted, storage_reader=reader, planner=DefaultLoadPlanner(allow_partial_load=True))
+    with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled", category=UserWarning)
+        dcp_load(
+            wanted, storage_reader=reader, planner=DefaultLoadPlanner(allow_partial_load=True), no_dist=True
+        )
