@@ -154,6 +154,10 @@ def rank_main(batch_file: str, options: dict[str, Any]) -> dict[str, Any]:
     saved = torch.load(batch_file, weights_only=False)
     batch: TrainBatch = saved["batch"]
     model, _ = load_model_and_tokenizer(Path(saved["model_dir"]))
+    if torch.cuda.is_available():  # one GPU per rank; the single process trains on its GPU too
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        model.to(torch.device("cuda", torch.cuda.current_device()))
+        batch = _to_device(batch, torch.device("cuda", torch.cuda.current_device()))
     args = argparse.Namespace(learning_rate=options["lr"])
     config = trainer_config(args, options["precision"])
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -174,7 +178,15 @@ def rank_main(batch_file: str, options: dict[str, Any]) -> dict[str, Any]:
     return {"rank": int(os.environ.get("RANK", "0")), "step_times_s": times, "losses": losses,
             "grad_norms": norms, "state_bytes": state, "peak_rss_mb": update_peak, "peak_rss_is_lifetime": lifetime,
             "peak_rss_lifetime_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "old_logprob_recompute_s": recompute_s}  # fmt: skip
+            "old_logprob_recompute_s": recompute_s,
+            "cuda_max_allocated_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None}  # fmt: skip
+
+
+def _to_device(batch: TrainBatch, device: Any) -> TrainBatch:
+    import dataclasses
+
+    fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
+    return dataclasses.replace(batch, **{k: v.to(device) for k, v in fields.items() if v is not None})
 
 
 def _recompute_s(model: Any, batch: TrainBatch, config: TrainerConfig) -> float:

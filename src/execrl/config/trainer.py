@@ -54,7 +54,10 @@ class TrainerSection(Section):
         "the rank that did not answer",
     )
     rank_num_cpus: float = Field(
-        1.0, ge=0, description="fsdp with --executor ray: CPUs reserved per trainer rank actor (ranks 1..N-1)"
+        1.0,
+        gt=0,
+        description="fsdp with --executor ray: CPUs reserved per trainer rank actor (ranks 1..N-1; a "
+        "placement group bundle cannot be empty, a fraction is allowed)",
     )
     rank_num_gpus: float = Field(
         0.0,

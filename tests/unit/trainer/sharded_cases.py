@@ -32,13 +32,17 @@ def free_port() -> int:
 
 
 def spawn_ranks(
-    fn: Callable[..., Any], world: int, out_dir: Path, *args: Any, timeout_s: float = 300
+    fn: Callable[..., Any], world: int, out_dir: Path, *args: Any, gpus: bool = False, timeout_s: float = 300
 ) -> list[Any]:
     """``fn(rank, world, *args)`` in ``world`` spawned processes joined by env:// (``MASTER_*``, ``RANK``);
-    returns each rank's result (a rank's exception fails the call with its traceback)."""
+    returns each rank's result (a rank's exception fails the call with its traceback). Without ``gpus``
+    the ranks see no GPU (a CPU mesh on gloo, as pytorch/pytorch#132471 advises where GPUs exist); with
+    it they train on cuda:RANK over NCCL (one GPU per rank)."""
     port = free_port()
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_rank_main, args=(fn, r, world, port, out_dir, args)) for r in range(world)]
+    procs = [
+        ctx.Process(target=_rank_main, args=(fn, r, world, port, out_dir, args, gpus)) for r in range(world)
+    ]
     for proc in procs:
         proc.start()
     for proc in procs:
@@ -55,10 +59,12 @@ def spawn_ranks(
 
 
 def _rank_main(
-    fn: Callable[..., Any], rank: int, world: int, port: int, out_dir: Path, args: tuple[Any, ...]
+    fn: Callable[..., Any], rank: int, world: int, port: int, out_dir: Path, args: tuple[Any, ...], gpus: bool
 ) -> None:
     import torch.distributed as dist
 
+    if not gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # before the first CUDA call: torch sees no GPU
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
         LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
@@ -165,11 +171,14 @@ def record_grads(
     optimizer.register_step_pre_hook(hook)
 
 
-def run_single(case: str) -> Trace:
-    """Three ``policy_update`` calls in this process (the reference)."""
+def run_single(case: str, device: str = "cpu") -> Trace:
+    """Three ``policy_update`` calls in this process (the reference), on ``device``."""
     from execrl.trainer import build_optimizer, build_scheduler, policy_update
 
     model, head = build(case)
+    model.to(device)
+    if head is not None:
+        head.to(device)
     config = trainer_config(case)
     optimizer = build_optimizer(model, config, extra_modules=(head,) if head is not None else ())
     named = [(f"policy.{n}", p) for n, p in model.named_parameters()]
@@ -177,19 +186,20 @@ def run_single(case: str) -> Trace:
     grads: list[dict[str, torch.Tensor]] = []
     record_grads(optimizer, named, grads)
     scheduler = build_scheduler(optimizer, config)
-    metrics = [
-        policy_update(
-            model,
-            optimizer,
-            scheduler,
-            step_batch(s, ppo=head is not None),
-            config,
-            ref_model=model if CASES[case].get("lora") else None,
-            value_model=head,
-        )  # fmt: skip
-        for s in range(STEPS)
-    ]
-    return Trace(metrics, grads, {n: p.detach().clone() for n, p in named})
+    reference = model if CASES[case].get("lora") else None
+    metrics = []
+    for s in range(STEPS):
+        batch = _on(step_batch(s, ppo=head is not None), device)
+        metrics.append(
+            policy_update(model, optimizer, scheduler, batch, config, ref_model=reference, value_model=head)
+        )
+    cpu = [{k: v.cpu() for k, v in g.items()} for g in grads]
+    return Trace(metrics, cpu, {n: p.detach().cpu().clone() for n, p in named})
+
+
+def _on(batch: TrainBatch, device: str) -> TrainBatch:
+    fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
+    return dataclasses.replace(batch, **{k: v.to(device) for k, v in fields.items() if v is not None})
 
 
 def run_sharded(
@@ -217,7 +227,7 @@ def run_sharded(
             metrics.append(sharded_policy_update(root, optimizer, scheduler, shard, config, group))
         full = {n: torch.empty(p.shape) for n, p in root.named_parameters()}
         gather_full_weights(root, group, into=full if rank == 0 else None, bucket_mb=1, trainable_only=False)
-        out[case] = Trace(metrics, list(grads), full)
+        out[case] = Trace(metrics, [{k: v.cpu() for k, v in g.items()} for g in grads], full)
         if checkpoint_dir is not None and case == "grpo":
             out["reshard"] = reshard_round_trip(
                 rank, group, root, optimizer, scheduler, config, checkpoint_dir
