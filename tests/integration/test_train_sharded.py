@@ -104,3 +104,24 @@ def test_more_ranks_than_cores_is_refused_before_anything_starts(tmp_path: Path)
         line for line in run.stderr.strip().splitlines() if line.startswith("error: --nproc 4096 exceeds")
     ]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_ray_trainer_ranks_train_beside_the_ray_workers(
+    tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
+) -> None:
+    """``--executor ray --nproc 2``: rank 1 is a Ray actor in a placement group, the rollout and sandbox
+    workers are actors too; the run completes, both ranks write their shard and RNG state, and the
+    rollout workers sample step 1 with the weights gathered after step 0 (version 1)."""
+    args = [*_common(tiny_model_dir, toy_tasks_file, tmp_path / "out"), "run.total_steps=2",
+            "trainer.rank_num_cpus=0.1", "executor.rollout_num_cpus=0.5", "executor.sandbox_num_cpus=0.5"]  # fmt: skip
+    run = subprocess.run(
+        [*EXECRL, "train", "--no-progress", "--executor", "ray", "--nproc", "2", *args], env=_env(),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    run_dir = _run_dir(tmp_path / "out")
+    last = run_dir / "checkpoints" / "step_000001"
+    assert (last / "rng_rank1.pt").is_file() and len(list((last / SHARDS_DIRNAME).glob("*.distcp"))) == 2
+    rows = _rows(run_dir)
+    assert [r["executor/weight_version_used_min"] for r in rows] == [0.0, 1.0]
