@@ -146,6 +146,9 @@ def _run_config(
 
 def rank_main(batch_file: str, options: dict[str, Any]) -> dict[str, Any]:
     """One rank of one configuration (run by the elastic launcher in its own process)."""
+    from execrl.memory import configure_allocator
+
+    configure_allocator()  # as the CLI does first thing in every rank (glibc's thresholds, execrl.memory)
     import torch
 
     from execrl.rollout import load_model_and_tokenizer
