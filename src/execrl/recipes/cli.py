@@ -110,7 +110,7 @@ def _train_ranks(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    if args.nproc is not None:
+    if args.nproc is not None and not args.print_config:
         return _train_ranks(args)
     from execrl.recipes.launch import exit_with_launcher, note_rank_exit
 
