@@ -16,9 +16,8 @@ loss denominators are computed once per optimizer step (``LossNormaliser``) so t
 the micro-batch split (see ``losses.py``). A non-finite gradient norm skips the optimizer step (reported as
 ``train/skipped_steps``) instead of writing NaN into the weights. The LR scheduler advances once per call.
 
-``config.precision="bf16-mixed"`` runs the forward passes under bf16 autocast (``precision.py``); ``fp32``
-leaves them as they are. Data parallelism over ranks is ``sharded_step.py`` (FSDP2), built on the pieces
-here. Limits: ``model``'s train/eval mode is left as the caller set it.
+``config.precision="bf16-mixed"``: the forward passes under bf16 autocast (``precision.py``). Over FSDP2
+ranks: ``sharded_step.py``. Limits: ``model``'s train/eval mode is left as the caller set it.
 """
 
 from __future__ import annotations
