@@ -235,6 +235,28 @@ def run_sharded(
     return out if rank == 0 else None
 
 
+def _load_into_other_shape(path: Path, group: Any, config: TrainerConfig) -> str:
+    """The error of loading ``path`` into a model whose MLP is narrower (every layer's shapes differ)."""
+    from execrl.trainer import build_optimizer
+    from execrl.trainer.sharded import ShardingSettings, shard_policy
+    from execrl.trainer.sharded_checkpoint import load_sharded
+
+    torch.manual_seed(0)
+    other = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=True,
+        )
+    )  # fmt: skip
+    root = shard_policy(other, None, group, ShardingSettings())
+    try:
+        load_sharded(path, root=root, optimizer=build_optimizer(root, config), scheduler=None, rank=0,
+                     group=group.checkpoints)  # fmt: skip
+    except ValueError as exc:
+        return str(exc)
+    return "loaded"
+
+
 def reshard_round_trip(
     rank: int, group: Any, root: Any, optimizer: Any, scheduler: Any, config: TrainerConfig, directory: Path
 ) -> dict[str, Any]:
@@ -271,6 +293,7 @@ def reshard_round_trip(
         r1, o1, s1 = fresh(single)
         load_sharded(two, root=r1, optimizer=o1, scheduler=s1, rank=0, group=solo)
         read["at_1"] = {n: p.full_tensor().clone() for n, p in r1.named_parameters()}
+        read["mismatch"] = _load_into_other_shape(two, single, config)
         one.mkdir(exist_ok=True)
         save_sharded(one, root=r1, optimizer=o1, rank=0, group=solo, use_async=False)
         leader_files(one, 1, s1)

@@ -83,6 +83,8 @@ def test_checkpoint_reshards_between_world_sizes(two_ranks: dict[str, object]) -
     for world in ("at_1", "at_2"):
         assert read[world].keys() == grpo.params.keys()
         assert all(torch.equal(read[world][k], grpo.params[k]) for k in grpo.params), world
+    mismatch = read["mismatch"]  # a checkpoint that does not fit: one line naming a tensor, nothing loaded
+    assert "does not fit this model" in mismatch and "mlp" in mismatch and "\n" not in mismatch, mismatch
     kept, resharded = read["after_update"]
     assert all(torch.equal(kept[k], resharded[k]) for k in kept)
     assert any(not torch.equal(kept[k], grpo.params[k]) for k in kept)  # the update moved them
