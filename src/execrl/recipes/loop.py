@@ -108,9 +108,8 @@ class Run:
     prompt_stages: tuple[PromptStage[Task], ...] = ()  # the prompt-length cap's stages (() = not computed)
     stop: Stop | None = None
     behaviour_model: PreTrainedModel | None = None  # async: the weights the in-flight rollout samples with
-    sharded: ShardedTrainer | None = (
-        None  # trainer.strategy=fsdp: the update over the ranks (model: rollout copy)
-    )
+    # trainer.strategy=fsdp: the update over the ranks (``model`` is then the rollout copy, not trained itself)
+    sharded: ShardedTrainer | None = None
 
     @property
     def extra_modules(self) -> dict[str, torch.nn.Module] | None:
