@@ -145,7 +145,9 @@ def _train_here(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         from execrl.components import sharding
+        from execrl.recipes.launch import check_trainer
 
+        check_trainer(config)  # before the run directory exists
         if sharding.is_follower(config):  # trainer ranks 1..N-1: rank 0 runs the recipe
             return sharding.follow(config)
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

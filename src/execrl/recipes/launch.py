@@ -40,7 +40,14 @@ from execrl.config import ConfigError, TrainConfig
 if TYPE_CHECKING:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-__all__ = ["check_nproc", "exit_with_launcher", "launch_ranks", "note_rank_exit", "under_launcher"]
+__all__ = [
+    "check_nproc",
+    "check_trainer",
+    "exit_with_launcher",
+    "launch_ranks",
+    "note_rank_exit",
+    "under_launcher",
+]
 
 _REPORTED = "rank0-reported"  # rank 0 printed its own error line (the launcher adds none)
 _LOGS_ENV = "EXECRL_RANK_LOGS"  # the launcher's log directory, for rank 0's mark
@@ -51,10 +58,21 @@ def under_launcher() -> bool:
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ
 
 
+def check_trainer(config: TrainConfig) -> None:
+    """What the sharded trainer needs of this machine, checked before anything is written."""
+    import torch
+
+    if config.trainer.strategy == "fsdp" and config.trainer.cpu_offload and not torch.cuda.is_available():
+        raise ConfigError(
+            "trainer.cpu_offload=true needs GPUs: on CPU the parameters are in CPU memory already"
+        )
+
+
 def check_nproc(nproc: int, config: TrainConfig) -> None:
     """``--nproc`` must fit the machine: at most one rank per GPU, or per CPU core without GPUs."""
     import torch
 
+    check_trainer(config)
     if nproc < 1:
         raise ConfigError(f"--nproc {nproc}: needs at least 1 rank")
     if torch.cuda.is_available():
@@ -70,7 +88,6 @@ def check_nproc(nproc: int, config: TrainConfig) -> None:
             f"--nproc {nproc} exceeds this machine's {cores} CPU core(s) (one rank per core at most; each rank "
             "holds its shard and computes on its own cores)"
         )
-    del config
 
 
 def launch_ranks(nproc: int, argv: list[str], *, shutdown_timeout_s: float = 600.0) -> int:
