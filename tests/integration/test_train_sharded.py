@@ -5,14 +5,17 @@
   metric but timings), and ``execrl export`` gathers the shards into a Hugging Face directory whose
   self-check passes;
 * a rank that stops answering (``trainer.inject_hang_rank``) stops the run within
-  ``trainer.collective_timeout_s``, the error line naming the rank;
+  ``trainer.collective_timeout_s``, the error line naming the rank; a rank killed with SIGKILL too;
+* ``--executor ray --nproc 2``: rank 1 as a Ray actor beside the rollout and sandbox actors;
 * ``--nproc`` beyond the machine's cores is refused in one line, before anything starts or is written.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -125,3 +128,39 @@ def test_ray_trainer_ranks_train_beside_the_ray_workers(
     assert (last / "rng_rank1.pt").is_file() and len(list((last / SHARDS_DIRNAME).glob("*.distcp"))) == 2
     rows = _rows(run_dir)
     assert [r["executor/weight_version_used_min"] for r in rows] == [0.0, 1.0]
+
+
+def _rank_pids(rank: int) -> list[int]:
+    """Processes of this user whose environment says RANK=<rank> and that run ``execrl train``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            cmdline = (proc / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if f"RANK={rank}".encode() in environ and b"execrl" in cmdline and b"train" in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.slow
+def test_a_dead_rank_stops_the_run_naming_it(
+    tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
+) -> None:
+    """SIGKILL of rank 1 mid-run: the launcher stops rank 0 (or rank 0's next collective fails) and the
+    error names rank 1 and the signal; exit non-zero, no partial checkpoint."""
+    args = [*_common(tiny_model_dir, toy_tasks_file, tmp_path / "out"), "run.total_steps=30"]
+    proc = _start(["--nproc", "2", *args])
+    run_dir = _run_dir(tmp_path / "out")
+    deadline = time.monotonic() + 240
+    while not (run_dir / "metrics.jsonl").is_file() or not _rows(run_dir):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+        time.sleep(0.2)
+    pids = [p for p in _rank_pids(1) if p != proc.pid]
+    assert len(pids) == 1, pids
+    os.kill(pids[0], signal.SIGKILL)
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 1, out
+    assert "error: trainer rank 1 died (SIGKILL)" in out, out
+    assert not list(run_dir.glob("checkpoints/*.tmp-*"))  # nothing half-written

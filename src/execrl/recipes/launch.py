@@ -153,7 +153,7 @@ def _report_failure(exc: ChildFailedError, logs: Path) -> int:
     what = f"died ({failure.signal_name()})" if failure.exitcode < 0 else f"exited with {failure.exitcode}"
     found = sorted(logs.glob(f"*/attempt_*/{rank}/stderr.log"))
     lines = [x for x in found[0].read_text(errors="replace").splitlines() if x.strip()] if found else []
-    detail = f": {lines[-1].strip()}" if lines else ""
+    detail = f": {lines[-1].strip()}" if lines and failure.exitcode > 0 else ""  # its error's last line
     print(f"error: trainer rank {rank} {what}{detail}", file=sys.stderr)
     if found:
         print(f"  rank {rank}'s output: {found[0]}", file=sys.stderr)

@@ -179,15 +179,20 @@ class ShardedTrainer:
 
     def _blame(self, command: _Command, exc: BaseException) -> str:
         """The message of a failed command: the ranks with the fewest forward passes (the rest waited
-        for them in a collective) or, when all counts agree, every other rank."""
+        for them in a collective), or every other rank when the counts agree (the launcher then names a
+        rank that died)."""
         counts = {r: self.group.passes(r) for r in range(self.group.world_size)}
         fewest = min(counts.values())
         behind = [r for r, n in counts.items() if n == fewest] if fewest < max(counts.values()) else []
-        names = ", ".join(str(r) for r in behind) or "other than 0"
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if behind:
+            who = f"trainer rank {', '.join(str(r) for r in behind)}"
+        else:
+            who = f"a trainer rank among 1..{self.group.world_size - 1}"
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        seen = text.split(". ")[0].split("] ")[-1]  # gloo's "[file:line] What happened. Advice..."
         return (
-            f"trainer rank {names} did not answer in command {command.seq} ({command.kind}): it died or hung "
-            f"(trainer.collective_timeout_s={self.group.timeout_s:g}); rank 0 saw: {first}"
+            f"{who} did not answer in command {command.seq} ({command.kind}): it died or hung "
+            f"(trainer.collective_timeout_s={self.group.timeout_s:g}); rank 0 saw: {seen}"
         )
 
     def _finish_async(self, *, wait: bool) -> None:
