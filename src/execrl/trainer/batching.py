@@ -13,12 +13,23 @@ shared pass computes: each distinct context once plus every row's columns after 
 instead would split a long prompt's group into one row per micro-batch (4 x 8,256 padded tokens for a
 8,192-token prompt and 4 samples against the default budget of 4,096), and each row would then recompute
 the whole prompt: exactly the work the shared pass exists to save.
+
+Also here: ``split_groups`` (a mini-batch's rows divided between trainer ranks, groups kept whole;
+``sharded_step.py``) and ``masked_batch`` (the loss mask and token advantages ``prepare_batch`` starts from).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from typing import TYPE_CHECKING, TypeVar
+
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from execrl.trainer.step import TrainBatch
+
+B = TypeVar("B", bound="TrainBatch")
 
 
 def minibatch_rows(num_sequences: int, parts: int) -> list[Tensor]:
@@ -120,3 +131,15 @@ def split_groups(groups: Tensor, cost: Tensor, parts: int) -> list[Tensor]:
         shares[target].extend(rows)
         loads[target] += sum(costs[r] for r in rows)
     return [torch.tensor(sorted(rows), dtype=torch.long) for rows in shares]
+
+
+def masked_batch(batch: B) -> B:
+    """``response_mask`` as bool with invalid rows and padding removed, ``advantages`` [N, S] zero off it."""
+    mask = (batch.response_mask > 0) & (batch.attention_mask > 0)  # [N, S]
+    if batch.valid is not None:
+        mask &= batch.valid[:, None]
+    advantages = batch.advantages
+    if advantages.dim() == 1:
+        advantages = advantages[:, None].expand_as(mask)
+    advantages = torch.where(mask, advantages, torch.zeros_like(advantages))  # [N, S]
+    return dataclasses.replace(batch, response_mask=mask, advantages=advantages)

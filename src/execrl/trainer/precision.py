@@ -35,9 +35,12 @@ def compute_dtype(precision: str) -> torch.dtype | None:
     return torch.bfloat16 if precision == "bf16-mixed" else None
 
 
-def autocast(precision: str, device_type: str = "cpu") -> contextlib.AbstractContextManager[Any]:
-    """``torch.autocast`` to bf16 for ``bf16-mixed``; a no-op for ``fp32``."""
+def autocast(
+    precision: str, device_type: str = "cpu", *, enabled: bool = True
+) -> contextlib.AbstractContextManager[Any]:
+    """``torch.autocast`` to bf16 for ``bf16-mixed`` (``enabled=False``: suspended inside an outer one, e.g.
+    for ``backward``, keeping its cast cache); a no-op for ``fp32``."""
     dtype = compute_dtype(precision)
     if dtype is None:
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device_type, dtype=dtype)
+    return torch.autocast(device_type=device_type, dtype=dtype, enabled=enabled)

@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.distributed.tensor import DTensor
 
-from execrl.trainer.batching import minibatch_rows, split_groups
+from execrl.trainer.batching import masked_batch, minibatch_rows, split_groups
 from execrl.trainer.checkpointing import activation_checkpointing
 from execrl.trainer.config import TrainerConfig, needs_reference
 from execrl.trainer.kl import kl_per_token
@@ -54,7 +54,6 @@ from execrl.trainer.step import (
     _microbatches,
     _StepOutcome,
     _summarise,
-    masked_batch,
     padding_counts,
 )
 

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from execrl.trainer.batching import microbatch_rows, minibatch_rows
+from execrl.trainer.batching import masked_batch, microbatch_rows, minibatch_rows
 from execrl.trainer.checkpointing import activation_checkpointing
 from execrl.trainer.config import TrainerConfig, needs_reference
 from execrl.trainer.kl import kl_per_token
@@ -200,18 +200,6 @@ def _microbatches(model: nn.Module, batch: TrainBatch, config: TrainerConfig) ->
     )
 
 
-def masked_batch(batch: TrainBatch) -> TrainBatch:
-    """``response_mask`` as bool with invalid rows and padding removed, ``advantages`` [N, S] zero off it."""
-    mask = (batch.response_mask > 0) & (batch.attention_mask > 0)  # [N, S]
-    if batch.valid is not None:
-        mask &= batch.valid[:, None]
-    advantages = batch.advantages
-    if advantages.dim() == 1:
-        advantages = advantages[:, None].expand_as(mask)
-    advantages = torch.where(mask, advantages, torch.zeros_like(advantages))  # [N, S]
-    return dataclasses.replace(batch, response_mask=mask, advantages=advantages)
-
-
 def prepare_batch(
     model: nn.Module,
     batch: TrainBatch,
@@ -338,14 +326,15 @@ def accumulate_gradients(
     """
     loss_fn = POLICY_LOSSES.get(config.policy_loss)
     totals: dict[str, float] = {}
-    with activation_checkpointing(model, enabled=config.gradient_checkpointing):
+    device, checkpointed = batch.input_ids.device.type, config.gradient_checkpointing
+    # bf16-mixed: weights cast once per step (autocast's cache), backward outside it; fp32: no-ops.
+    with activation_checkpointing(model, enabled=checkpointed), autocast(config.precision, device):
         for rows, columns in _microbatches(model, batch, config):
-            with autocast(config.precision, batch.input_ids.device.type):  # no-op for fp32
-                terms = _microbatch_loss(
-                    model, batch.take(rows, columns), normaliser, config, loss_fn, value_model
-                )
+            mb = batch.take(rows, columns)
+            terms = _microbatch_loss(model, mb, normaliser, config, loss_fn, value_model)
             if terms.total.requires_grad:  # rows without a response token (all invalid): nothing to learn
-                terms.total.backward()  # type: ignore[no-untyped-call]
+                with autocast(config.precision, device, enabled=False):
+                    terms.total.backward()  # type: ignore[no-untyped-call]
             for name, value in terms.metrics.items():
                 combine = max if name == _GAP else operator.add
                 totals[name] = combine(totals.get(name, 0.0), float(value.item()))
