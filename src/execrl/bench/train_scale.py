@@ -22,8 +22,8 @@ over the bf16-mixed step time (one process), both with the batch's (fp32 rollout
 ``bf16_loss_max_rel_diff`` is their largest ``loss/policy`` gap over ``loss_scale`` (the mean |advantage|
 over response tokens): GRPO's loss is a sum of advantage x ratio with zero-mean advantages, so it is
 near 0 on-policy and a gap relative to the loss itself would mean nothing; relative to the scale of its
-terms it is the ratio's relative error. A recipe with bf16-mixed recomputes the old log-probs in bf16
-(``loop.rollout_logprobs_exact``): ``bf16_recipe_speedup`` counts that pass in.
+terms it is the ratio's relative error. The recipe does the same (the rollout's log-probs are the old
+ones in both precisions: ``loop.rollout_logprobs_exact``).
 """
 
 from __future__ import annotations
@@ -164,7 +164,6 @@ def rank_main(batch_file: str, options: dict[str, Any]) -> dict[str, Any]:
     args = argparse.Namespace(learning_rate=options["lr"])
     config = trainer_config(args, options["precision"])
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    recompute_s = _recompute_s(model, batch, config) if world == 1 else None
     update, holder = _single(model, config) if world == 1 else _sharded(model, config)
     times, losses, norms, state = [], [], [], {}
     for step in range(int(options["steps"]) + 1):
@@ -181,7 +180,6 @@ def rank_main(batch_file: str, options: dict[str, Any]) -> dict[str, Any]:
     return {"rank": int(os.environ.get("RANK", "0")), "step_times_s": times, "losses": losses,
             "grad_norms": norms, "state_bytes": state, "peak_rss_mb": update_peak, "peak_rss_is_lifetime": lifetime,
             "peak_rss_lifetime_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "old_logprob_recompute_s": recompute_s,
             "cuda_max_allocated_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None}  # fmt: skip
 
 
@@ -190,18 +188,6 @@ def _to_device(batch: TrainBatch, device: Any) -> TrainBatch:
 
     fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
     return dataclasses.replace(batch, **{k: v.to(device) for k, v in fields.items() if v is not None})
-
-
-def _recompute_s(model: Any, batch: TrainBatch, config: TrainerConfig) -> float:
-    """Seconds of the no-grad log-prob pass the recipe adds with bf16-mixed (old log-probs recomputed in
-    the update's precision; ``loop.rollout_logprobs_exact``), measured on the batch without its own."""
-    import dataclasses
-
-    from execrl.trainer import prepare_batch
-
-    start = time.perf_counter()
-    prepare_batch(model, dataclasses.replace(batch, old_logprobs=None), config)
-    return time.perf_counter() - start
 
 
 def _measure(root: Any, optimizer: Any, holder: dict[str, Any]) -> None:
@@ -272,8 +258,6 @@ def _report(args: argparse.Namespace, runs: list[dict[str, Any]], cores: int, sc
         out["bf16_loss_max_abs_diff"] = gap
         out["loss_scale"] = scale
         out["bf16_loss_max_rel_diff"] = gap / scale
-        recompute = bf16["per_rank"][0]["old_logprob_recompute_s"]
-        out["bf16_recipe_speedup"] = base["step_s"] / (bf16["step_s"] + recompute)
     out["host"] = {"cpus": cores, "machine": platform.machine(), "cpu": _cpu_name(),
                    "bf16_instructions": _has_flag("avx512_bf16"), "amx": _has_flag("amx_bf16"),
                    "torch": torch.__version__, "load_avg_1m_after": os.getloadavg()[0]}  # fmt: skip
@@ -309,7 +293,7 @@ def _print(report: dict[str, Any]) -> None:
         print(f"{r['ranks']:>5} {r['precision']:<10} {r['step_s']:>7.2f} {r['state_bytes_max_rank'] / 2**20:>13.1f} "
               f"{r['peak_rss_mb_max_rank']:>16.0f} {losses}")  # fmt: skip
     for key in ("state_bytes_ratio_2_vs_1", "peak_rss_ratio_2_vs_1", "step_s_ratio_2_vs_1", "loss_max_abs_diff",
-                "bf16_speedup", "bf16_recipe_speedup", "bf16_loss_max_abs_diff", "bf16_loss_max_rel_diff"):  # fmt: skip
+                "bf16_speedup", "bf16_loss_max_abs_diff", "bf16_loss_max_rel_diff"):  # fmt: skip
         if report.get(key) is not None:
             print(f"{key}: {report[key]:.6g}")
     host = report["host"]
