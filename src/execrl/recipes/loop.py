@@ -259,11 +259,15 @@ def inject_nan_loss(run: Run, step: int, advantages: torch.Tensor) -> torch.Tens
 def publish_weights(run: Run, executor: Executor, step: int) -> dict[str, float]:
     """After step ``step``'s update: the weights go out as version ``step + 1`` (rollout workers load them
     by version) and the executor reports the step (``executor/*``: versions used, retries, replacements).
-    Sharded, the ranks' weights reach the rollout copy ``run.model`` first, by bucket."""
+    Sharded, the ranks' weights reach the rollout copy ``run.model`` first, by bucket
+    (``perf/weight_gather_s``)."""
+    gathered = {}
     if run.sharded is not None:
+        started = time.perf_counter()
         run.sharded.gather()
+        gathered = {"perf/weight_gather_s": time.perf_counter() - started}
     executor.publish_weights(run.model, version=step + 1)
-    return executor.step_metrics(step)
+    return {**executor.step_metrics(step), **gathered}
 
 
 @dataclass(frozen=True)
