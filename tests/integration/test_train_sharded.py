@@ -1,0 +1,166 @@
+"""``execrl train --nproc 2`` as a user runs it: two FSDP2 ranks on gloo, the toy domain on the tiny model.
+
+* SIGKILL of the launcher (its ranks go with it) after the step-0 checkpoint, then ``--resume --nproc 2``:
+  the same run as the uninterrupted one, bit for bit (every shard of the last checkpoint, every logged
+  metric but timings), and ``execrl export`` gathers the shards into a Hugging Face directory whose
+  self-check passes;
+* a rank that stops answering (``trainer.inject_hang_rank``) stops the run within
+  ``trainer.collective_timeout_s``, the error line naming the rank; a rank killed with SIGKILL too;
+* ``--executor ray --nproc 2``: rank 1 as a Ray actor beside the rollout and sandbox actors;
+* ``--nproc`` beyond the machine's cores is refused in one line, before anything starts or is written.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from test_train_cli import EXECRL, _env, _run_dir, _start, _wait_for_checkpoint
+from test_train_resume_exact import _rows
+from toy_domain import toy_overrides
+
+from execrl.trainer.sharded_checkpoint import SHARDS_DIRNAME
+
+
+def _common(tiny_model_dir: Path, toy_tasks_file: Path, out: Path) -> list[str]:
+    return [
+        *toy_overrides(tiny_model_dir, toy_tasks_file, out),
+        "run.total_steps=2", "checkpoint.every_steps=1", "checkpoint.keep_last=2", "eval.enabled=false",
+    ]  # fmt: skip
+
+
+def _full_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
+    from torch.distributed.checkpoint import FileSystemReader
+
+    from execrl.trainer.sharded_checkpoint import load_full_model_state
+
+    stored = FileSystemReader(str(checkpoint / SHARDS_DIRNAME)).read_metadata().state_dict_metadata
+    names = {k[len("model.policy.") :]: torch.empty(tuple(v.size)) for k, v in stored.items()  # type: ignore[union-attr]
+             if k.startswith("model.policy.")}  # fmt: skip
+    load_full_model_state(checkpoint, names, complete=True)
+    return names
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_at_two_ranks_is_bit_exact_and_exports(
+    tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
+) -> None:
+    straight_out, killed_out = tmp_path / "straight", tmp_path / "killed"
+    straight = subprocess.run(
+        [*EXECRL, "train", "--no-progress", "--nproc", "2", *_common(tiny_model_dir, toy_tasks_file, straight_out)],
+        env=_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert straight.returncode == 0, straight.stdout + straight.stderr
+    proc = _start(["--nproc", "2", *_common(tiny_model_dir, toy_tasks_file, killed_out)])
+    killed_dir = _run_dir(killed_out)
+    _wait_for_checkpoint(killed_dir, 0, proc)
+    proc.send_signal(signal.SIGKILL)  # the launcher; its ranks notice and exit (launch.exit_with_launcher)
+    proc.communicate()
+    resumed = subprocess.run(
+        [*EXECRL, "train", "--no-progress", "--nproc", "2", "--resume", str(killed_dir)],
+        env=_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    straight_dir = _run_dir(straight_out)
+    last = Path("checkpoints") / "step_000001"
+    a, b = _full_weights(straight_dir / last), _full_weights(killed_dir / last)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    rows = _rows(straight_dir)
+    assert [r["step"] for r in _rows(killed_dir)] == [0, 1]
+    assert rows == _rows(killed_dir)
+    exported = subprocess.run(
+        [*EXECRL, "export", str(straight_dir), str(tmp_path / "hf")], env=_env(), capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert "logits checked" in exported.stdout and (tmp_path / "hf" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_a_hung_rank_stops_the_run_naming_it(
+    tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
+) -> None:
+    args = [*_common(tiny_model_dir, toy_tasks_file, tmp_path / "out"), "trainer.inject_hang_rank=1",
+            "trainer.collective_timeout_s=8"]  # fmt: skip
+    run = subprocess.run(
+        [*EXECRL, "train", "--no-progress", "--nproc", "2", *args], env=_env(), capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stdout + run.stderr
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "trainer rank 1 did not answer" in errors[0], run.stderr
+    assert not list((_run_dir(tmp_path / "out") / "checkpoints").glob("step_*"))  # nothing half-written
+
+
+def test_more_ranks_than_cores_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [*EXECRL, "train", "--nproc", "4096", f"run.output_dir={tmp_path / 'out'}"], env=_env(),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [
+        line for line in run.stderr.strip().splitlines() if line.startswith("error: --nproc 4096 exceeds")
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_ray_trainer_ranks_train_beside_the_ray_workers(
+    tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
+) -> None:
+    """``--executor ray --nproc 2``: rank 1 is a Ray actor in a placement group, the rollout and sandbox
+    workers are actors too; the run completes, both ranks write their shard and RNG state, and the
+    rollout workers sample step 1 with the weights gathered after step 0 (version 1)."""
+    args = [*_common(tiny_model_dir, toy_tasks_file, tmp_path / "out"), "run.total_steps=2",
+            "trainer.rank_num_cpus=0.1", "executor.rollout_num_cpus=0.5", "executor.sandbox_num_cpus=0.5"]  # fmt: skip
+    run = subprocess.run(
+        [*EXECRL, "train", "--no-progress", "--executor", "ray", "--nproc", "2", *args], env=_env(),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    run_dir = _run_dir(tmp_path / "out")
+    last = run_dir / "checkpoints" / "step_000001"
+    assert (last / "rng_rank1.pt").is_file() and len(list((last / SHARDS_DIRNAME).glob("*.distcp"))) == 2
+    rows = _rows(run_dir)
+    assert [r["executor/weight_version_used_min"] for r in rows] == [0.0, 1.0]
+
+
+def _rank_pids(rank: int) -> list[int]:
+    """Processes of this user whose environment says RANK=<rank> and that run ``execrl train``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            cmdline = (proc / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if f"RANK={rank}".encode() in environ and b"execrl" in cmdline and b"train" in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.slow
+def test_a_dead_rank_stops_the_run_naming_it(
+    tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
+) -> None:
+    """SIGKILL of rank 1 mid-run: the launcher stops rank 0 (or rank 0's next collective fails) and the
+    error names rank 1 and the signal; exit non-zero, no partial checkpoint."""
+    args = [*_common(tiny_model_dir, toy_tasks_file, tmp_path / "out"), "run.total_steps=30"]
+    proc = _start(["--nproc", "2", *args])
+    run_dir = _run_dir(tmp_path / "out")
+    deadline = time.monotonic() + 240
+    while not (run_dir / "metrics.jsonl").is_file() or not _rows(run_dir):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+        time.sleep(0.2)
+    pids = [p for p in _rank_pids(1) if p != proc.pid]
+    assert len(pids) == 1, pids
+    os.kill(pids[0], signal.SIGKILL)
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 1, out
+    assert "error: trainer rank 1 died (SIGKILL)" in out, out
+    assert not list(run_dir.glob("checkpoints/*.tmp-*"))  # nothing half-written
