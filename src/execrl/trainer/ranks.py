@@ -133,11 +133,15 @@ class ShardedTrainer:
         final.parent.mkdir(parents=True, exist_ok=True)
         _remove_partials(final.parent)
         tmp = Path(tempfile.mkdtemp(prefix=f"{final.name}.tmp-", dir=final.parent))
-        with self._command("save", str(tmp)):
-            future = self._save(tmp)
-        extra = self._adapter_files(tmp)
-        write_leader_files(tmp, step=step, world_size=self.group.world_size, scheduler=self.scheduler,
-                           data_state=data_state, metrics=metrics, extra_files=extra)  # fmt: skip
+        try:
+            with self._command("save", str(tmp)):
+                future = self._save(tmp)
+            extra = self._adapter_files(tmp)
+            write_leader_files(tmp, step=step, world_size=self.group.world_size, scheduler=self.scheduler,
+                               data_state=data_state, metrics=metrics, extra_files=extra)  # fmt: skip
+        except BaseException:  # a rank died mid-save: no half-written directory is left behind
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
 
         def finish() -> None:
             _install(tmp, final, run_dir, keep_last)
