@@ -209,3 +209,21 @@ def test_two_ranks_train_the_run_one_process_trains(
     assert diff < RUN_TOLERANCE, diff
     initial = _one_process_weights(one / "checkpoints" / "step_000000")
     assert max(float((initial[k] - single[k]).abs().max()) for k in single) > 100 * RUN_TOLERANCE
+
+
+def test_one_process_resume_of_a_sharded_run_is_refused_in_build_run(
+    tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
+) -> None:
+    """``build_run(config, resume_dir)`` in one process over a run whose checkpoint holds shards: one
+    ``CheckpointError`` naming ``--nproc`` (it was "optimizer.pt: missing" before the strategy check)."""
+    from execrl.components.run import build_run
+    from execrl.config import load_config
+    from execrl.trainer.errors import CheckpointError
+
+    run_dir = tmp_path / "run"
+    shards = run_dir / "checkpoints" / "step_000000" / SHARDS_DIRNAME
+    shards.mkdir(parents=True)
+    (shards / ".metadata").write_bytes(b"")
+    config = load_config(None, _common(tiny_model_dir, toy_tasks_file, tmp_path / "out"))
+    with pytest.raises(CheckpointError, match="trainer.strategy=fsdp.*--nproc N"):
+        build_run(config, run_dir)

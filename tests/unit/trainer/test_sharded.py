@@ -116,3 +116,30 @@ def test_shard_batch_gives_every_rank_rows_and_keeps_minibatches(tmp_path: Path)
     many = shard_batch(batch, trainer_config("grpo"), 16)  # more ranks than rows: fillers
     fillers = [s for s in many if not bool(s.batch.response_mask.any())]
     assert len(fillers) >= 8 and all(s.batch.num_sequences == 1 for s in fillers)
+
+
+def test_a_checkpoint_of_the_other_strategy_is_refused_naming_what_to_set(tmp_path: Path) -> None:
+    """Resume through ``build_run`` (issue 38 on the spine): a sharded checkpoint resumed in one process,
+    or a one-process checkpoint resumed over ranks, is one ``CheckpointError`` saying what to set, before
+    any rank loads anything; so is a sharded one missing a file rank 0 reads or a ``data_state`` key."""
+    from execrl.trainer.errors import CheckpointError
+    from execrl.trainer.sharded_checkpoint import SHARDS_DIRNAME, check_strategy
+
+    sharded, single = tmp_path / "sharded", tmp_path / "single"
+    (sharded / SHARDS_DIRNAME).mkdir(parents=True)
+    (sharded / SHARDS_DIRNAME / ".metadata").write_bytes(b"")
+    single.mkdir()
+    (single / "model.safetensors").write_bytes(b"")
+    with pytest.raises(CheckpointError, match="written by trainer.strategy=fsdp.*--nproc N"):
+        check_strategy(sharded, sharded=False)
+    with pytest.raises(CheckpointError, match="written in one process.*without --nproc"):
+        check_strategy(single, sharded=True)
+    check_strategy(single, sharded=False)
+    with pytest.raises(CheckpointError, match="scheduler.pt: missing"):
+        check_strategy(sharded, sharded=True)
+    torch.save({}, sharded / "scheduler.pt")
+    torch.save({"step": 0, "data_state": {}, "metrics": {}}, sharded / "trainer_state.pt")
+    with pytest.raises(CheckpointError, match="lacks \\['next_step'\\]"):
+        check_strategy(sharded, sharded=True, data_keys=("next_step",))
+    torch.save({"step": 0, "data_state": {"next_step": 1}, "metrics": {}}, sharded / "trainer_state.pt")
+    check_strategy(sharded, sharded=True, data_keys=("next_step",))
