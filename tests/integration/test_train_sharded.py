@@ -178,22 +178,23 @@ def _one_process_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
     return load_file(str(checkpoint / "model.safetensors"))
 
 
-@pytest.mark.slow
-def test_two_ranks_train_the_run_one_process_trains(
-    tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
-) -> None:
-    """The same run (``build_run``, rank 0 driving the rollout, ``episodes_to_batch``, the sharded update)
-    at 2 gloo ranks and in one process: every logged metric (losses, KL, gradient norm, rewards: the
-    rollout of step 1 samples the gathered weights) and the final weights agree within 1e-5."""
-    outs = {"one": tmp_path / "one", "two": tmp_path / "two"}
+def _train_both(common: list[str], tmp_path: Path) -> tuple[Path, Path]:
+    """The run of ``common`` in one process and at 2 ranks; their run directories."""
+    dirs = []
     for name, nproc in (("one", []), ("two", ["--nproc", "2"])):
+        out = tmp_path / name
+        args = [o for o in common if not o.startswith("run.output_dir=")] + [f"run.output_dir={out}"]
         run = subprocess.run(
-            [*EXECRL, "train", "--no-progress", *nproc, *_common(tiny_model_dir, toy_tasks_file, outs[name]),
-             "optim.learning_rate=1e-3"],
-            env=_env(), capture_output=True, text=True, timeout=600,
+            [*EXECRL, "train", "--no-progress", *nproc, *args], env=_env(), capture_output=True, text=True,
+            timeout=600,
         )  # fmt: skip
         assert run.returncode == 0, run.stdout + run.stderr
-    one, two = _run_dir(outs["one"]), _run_dir(outs["two"])
+        dirs.append(_run_dir(out))
+    return dirs[0], dirs[1]
+
+
+def _same_rows(one: Path, two: Path) -> list[dict[str, float]]:
+    """Every logged metric of the two runs (timings aside) within ``RUN_TOLERANCE``, relative above 1."""
     rows_one, rows_two = _rows(one), _rows(two)
     assert [r["step"] for r in rows_one] == [r["step"] for r in rows_two] == [0, 1]
     for a, b in zip(rows_one, rows_two, strict=True):
@@ -201,6 +202,19 @@ def test_two_ranks_train_the_run_one_process_trains(
         bad = {k: (a[k], b[k]) for k in a if abs(a[k] - b[k]) > RUN_TOLERANCE * max(1.0, abs(a[k]))}
         assert not bad, bad
     assert rows_one[1]["loss/entropy"] != rows_one[0]["loss/entropy"]  # not two copies of one row
+    return rows_one
+
+
+@pytest.mark.slow
+def test_two_ranks_train_the_run_one_process_trains(
+    tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
+) -> None:
+    """The same run (``build_run``, rank 0 driving the rollout, ``episodes_to_batch``, the sharded update)
+    at 2 gloo ranks and in one process: every logged metric (losses, KL, gradient norm, rewards: the
+    rollout of step 1 samples the gathered weights) and the final weights agree within 1e-5."""
+    common = [*_common(tiny_model_dir, toy_tasks_file, tmp_path), "optim.learning_rate=1e-3"]
+    one, two = _train_both(common, tmp_path)
+    _same_rows(one, two)
     last = Path("checkpoints") / "step_000001"
     single, sharded = _one_process_weights(one / last), _full_weights(two / last)
     assert single.keys() <= sharded.keys()  # one process writes a tied embedding once (lm_head.weight)
@@ -209,6 +223,22 @@ def test_two_ranks_train_the_run_one_process_trains(
     assert diff < RUN_TOLERANCE, diff
     initial = _one_process_weights(one / "checkpoints" / "step_000000")
     assert max(float((initial[k] - single[k]).abs().max()) for k in single) > 100 * RUN_TOLERANCE
+
+
+@pytest.mark.slow
+def test_two_ranks_run_multi_turn_refine_episodes_with_ppo(
+    tiny_model_dir: Path, toy_tasks_file: Path, tmp_path: Path
+) -> None:
+    """Refine episodes (two turns, feedback between them: prompt | turn | feedback | turn rows) with PPO's
+    value head sharded beside the policy: the 2-rank run logs what the one-process run logs, within 1e-5
+    (the value loss and the refine counters among them)."""
+    common = [
+        *_common(tiny_model_dir, toy_tasks_file, tmp_path), "optim.learning_rate=1e-3", "refine.max_turns=2",
+        "algorithm.advantage_estimator=gae",
+    ]  # fmt: skip
+    rows = _same_rows(*_train_both(common, tmp_path))
+    assert all("loss/value" in r and "refine/turns_mean" in r for r in rows)
+    assert max(r["refine/turns_mean"] for r in rows) > 1.0  # some episodes took a second turn
 
 
 def test_one_process_resume_of_a_sharded_run_is_refused_in_build_run(

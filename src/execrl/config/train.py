@@ -71,10 +71,8 @@ class TrainConfig(Section):
             )
         if trainer.strategy == "single":
             return self
-        refused = {
+        refused = {  # every environment's episodes become one TrainBatch (episodes_to_batch): all run
             "algorithm.async_steps > 0": self.algorithm.async_steps > 0,
-            "refine.max_turns > 1": self.refine.multi_turn,
-            "tools.enabled=true": self.tools.enabled,
             "run.output_dir on a URL (every rank writes its checkpoint shard to a local or shared path)": (
                 "://" in self.run.output_dir and not self.run.output_dir.startswith("file://")
             ),
@@ -82,7 +80,8 @@ class TrainConfig(Section):
         bad = [what for what, on in refused.items() if on]
         if bad:
             raise ValueError(
-                f"trainer.strategy=fsdp runs the GRPO and PPO recipes only; it does not run {', '.join(bad)}"
+                f"trainer.strategy=fsdp runs the GRPO and PPO recipes (any environment); it does not run "
+                f"{', '.join(bad)}"
             )
         return self
 

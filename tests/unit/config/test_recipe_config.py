@@ -128,7 +128,6 @@ def test_length_curriculum_and_overlong_settings_are_checked_at_load(
             ["trainer.strategy=fsdp", "algorithm.async_steps=1", "executor.max_weight_staleness=1"],
             "async_steps",
         ),
-        (["trainer.strategy=fsdp", "refine.max_turns=3"], "refine.max_turns"),
         (["trainer.strategy=fsdp", "run.output_dir=s3://bucket/runs"], "URL"),
         (["trainer.precision=bf16-mixed", "model.dtype=bfloat16"], "model.dtype=float32"),
         (["trainer.strategy=zero3"], "trainer.strategy"),
@@ -136,7 +135,7 @@ def test_length_curriculum_and_overlong_settings_are_checked_at_load(
     ],
 )
 def test_trainer_section_refuses_what_it_does_not_run(overrides: list[str], needle: str) -> None:
-    """``[trainer]``: the sharded trainer runs GRPO and PPO only; bf16-mixed needs fp32 master weights."""
+    """``[trainer]``: the sharded trainer runs GRPO and PPO, not async; bf16-mixed needs fp32 master weights."""
     with pytest.raises(ConfigError, match=needle):
         load_config(None, overrides)
 
