@@ -4,7 +4,8 @@
     execrl bench train --precision fp32,bf16-mixed --json bf16.json  # the update in fp32 vs bf16-mixed
 
 The batch: SmolLM2-135M-Instruct samples ``--samples`` completions of up to ``--max-new-tokens`` tokens for
-each of ``--prompts`` built-in ``functions`` tasks once (temperature 1, seeded), with the engine's
+each of ``--prompts`` built-in ``functions`` tasks once (temperature 1, seeded; the one rollout loop,
+``run_episodes``, then ``episodes_to_batch``), with the engine's
 log-probs as the behaviour log-probs and group-normalised random advantages (fixed seed): the shape of
 a GRPO step's update. Every configuration then starts from the same initial weights and runs
 ``--steps`` + 1 updates on that same batch (the first is warm-up, not timed), each in fresh processes
@@ -23,7 +24,7 @@ over the bf16-mixed step time (one process), both with the batch's (fp32 rollout
 over response tokens): GRPO's loss is a sum of advantage x ratio with zero-mean advantages, so it is
 near 0 on-policy and a gap relative to the loss itself would mean nothing; relative to the scale of its
 terms it is the ratio's relative error. The recipe does the same (the rollout's log-probs are the old
-ones in both precisions: ``loop.rollout_logprobs_exact``).
+ones in both precisions: ``components.run.rollout_logprobs_exact``).
 """
 
 from __future__ import annotations
@@ -93,9 +94,10 @@ def _write_batch(args: argparse.Namespace, path: Path) -> float:
     the mean |advantage| over response tokens (what a token-mean loss of same-signed advantages is)."""
     import torch
 
-    from execrl.bench.train import pick_tasks, prompt_texts
-    from execrl.recipes.batch import to_train_batch
-    from execrl.rollout import SamplingParams, create_engine, encode_prompts, load_model_and_tokenizer
+    from execrl.bench.long_context import SyntheticReward
+    from execrl.bench.train import pick_tasks
+    from execrl.episodes import LocalBackend, episodes_to_batch, run_episodes
+    from execrl.rollout import SamplingParams, create_engine, load_model_and_tokenizer
     from execrl.rollout.models import default_model_dir
     from execrl.tasks import load_suite
 
@@ -105,15 +107,15 @@ def _write_batch(args: argparse.Namespace, path: Path) -> float:
     tasks = pick_tasks(load_suite("functions", "train"), args.prompts)
     params = SamplingParams(samples_per_prompt=args.samples, max_new_tokens=args.max_new_tokens, temperature=1.0,
                             top_p=1.0, top_k=0, seed=args.seed)  # fmt: skip
-    rollout = create_engine("hf", model=model, tokenizer=tokenizer).generate(
-        encode_prompts(tokenizer, prompt_texts(tasks)), params
-    )
+    backend = LocalBackend(create_engine("hf", model=model, tokenizer=tokenizer), tokenizer)
+    episodes = run_episodes(SyntheticReward(), backend, tasks, params=params).episodes  # the one rollout loop
     gen = torch.Generator().manual_seed(args.seed)
     scores = torch.randn(args.prompts, args.samples, generator=gen)
     advantages = ((scores - scores.mean(1, keepdim=True)) / (scores.std(1, keepdim=True) + 1e-6)).flatten()
-    batch = to_train_batch(
-        rollout, advantages, torch.ones(advantages.numel(), dtype=torch.bool), old_logprobs_from_rollout=True
-    )
+    batch = episodes_to_batch(  # the recipes' batch builder; old log-probs: the engine's (fp32 sampler)
+        episodes, advantages, torch.ones(advantages.numel(), dtype=torch.bool),
+        pad_token_id=backend.pad_token_id, old_logprobs_from_rollout=True,
+    )  # fmt: skip
     torch.save({"batch": batch, "model_dir": str(model_dir)}, path)
     mask = batch.response_mask.bool()
     return float(advantages[:, None].expand_as(mask)[mask].abs().mean())

@@ -83,7 +83,7 @@ def update_policy(run: Run, batch: TrainBatch) -> dict[str, float]:
         return run.sharded.update(batch)
     return policy_update(
         run.model, run.optimizer, run.lr_scheduler, batch, run.tcfg, ref_model=run.ref_model,
-        value_model=run.value_head,  # type: ignore[arg-type]
+        value_model=run.value_head,
     )  # fmt: skip
 
 
