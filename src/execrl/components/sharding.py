@@ -4,9 +4,9 @@ Rank 0 builds the run as in one process (``components/run.py``: ``build_run`` ch
 one place that does); its policy stays whole, as the rollout engine's copy, and ``sharded_trainer``
 shards a copy of it (and of PPO's value head) over the ranks. The other ranks build the same policy and
 the recipe's parts from the config and run ``follow``: they hold their shards and wait for rank 0's
-commands (``execrl.trainer.ranks``); rank 0 alone drives the rollout, the run directory and the logs. Rank 0's initial weights are broadcast to every rank,
-so a randomly initialised part (LoRA adapters, the value head) is the same everywhere whatever each
-rank's RNG did before.
+commands (``execrl.trainer.ranks``); rank 0 alone drives the rollout, the run directory and the logs.
+Rank 0's initial weights are broadcast to every rank, so a randomly initialised part (LoRA adapters,
+the value head) is the same everywhere whatever each rank's RNG did before.
 """
 
 from __future__ import annotations
