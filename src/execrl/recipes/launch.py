@@ -8,9 +8,9 @@
 c10d rendezvous on a free local port, no restarts), one process per rank, each running ``python -m
 execrl train`` with the same arguments and ``trainer.strategy=fsdp``. Rank 0 runs the recipe (rollout,
 scoring, logging, the run directory, the report) and prints as a one-process run does; ranks 1..N-1
-build their shards and follow rank 0's commands (``execrl.trainer.ranks``), printing nothing. Under torchrun the launcher is torchrun's and
-every process runs ``execrl train`` itself; the run directory must then be on a file system all nodes
-share (each rank writes its checkpoint shard there).
+build their shards and follow rank 0's commands (``execrl.trainer.ranks``), printing nothing. Under
+torchrun the launcher is torchrun's and every process runs ``execrl train`` itself; the run directory
+must then be on a file system all nodes share (each rank writes its checkpoint shard there).
 
 Failure: when a rank dies or exits non-zero the launcher stops the others and this command prints one
 line naming the rank (rank 0's own errors are its ``error:`` line), and exits non-zero; a rank that
