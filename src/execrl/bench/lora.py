@@ -46,7 +46,7 @@ _FORWARDED = ("steps", "prompts", "samples", "max_new_tokens", "loss_type", "old
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    bench_train.add_arguments(parser)
+    bench_train.add_arguments(parser, scale=False)  # its --ranks are LoRA ranks
     parser.add_argument(
         "--ranks", type=int, nargs="+", default=[16, 64], help="LoRA ranks, each on both sides (16 64)"
     )

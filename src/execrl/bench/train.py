@@ -1,5 +1,8 @@
 """`execrl bench train`: one GRPO training step of execrl vs TRL's ``GRPOTrainer``, same run, same work.
 
+With ``--ranks 1,2`` or ``--precision fp32,bf16-mixed`` it measures the update alone instead (one process
+vs FSDP2 ranks, fp32 vs bf16-mixed, on one batch): ``train_scale.py``.
+
 Both sides train SmolLM2-135M-Instruct (float32, CPU, same torch thread count) on the same prompts (built-in
 ``functions`` tasks, one user message each, rendered with the chat template), sample ``--samples``
 completions of up to ``--max-new-tokens`` tokens per prompt at temperature 1 (no top-k/top-p), score them
@@ -70,7 +73,9 @@ __all__ = ["CodeReward", "SideTiming", "add_arguments", "pick_tasks", "prompt_te
 LOSS_TYPES = ("dapo", "bnpo", "grpo", "dr_grpo")  # TRL loss types execrl reproduces (see _trl_side)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, *, scale: bool = True) -> None:
+    """The benchmark's flags; ``scale=False`` leaves out ``--ranks``/``--precision`` (``bench lora`` reuses
+    the rest and has its own ``--ranks``, LoRA ranks)."""
     parser.add_argument("--json", type=Path, default=None, help="write the results as JSON here")
     parser.add_argument(
         "--steps", type=int, default=3, help="timed steps per side, after 1 warm-up (default 3)"
@@ -96,6 +101,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads for both sides")
     parser.add_argument("--model-dir", type=Path, default=None, help="model directory (default: SmolLM2)")
     parser.add_argument("--seed", type=int, default=0)
+    if not scale:
+        return
+    parser.add_argument(
+        "--ranks",
+        default=None,
+        help="e.g. 1,2: instead of the TRL comparison, the update alone on one sampled batch in one process "
+        "(1) and FSDP2 over N ranks, per-rank model state and peak RSS, loss compared (train_scale.py)",
+    )
+    parser.add_argument(
+        "--precision",
+        default=None,
+        help="e.g. fp32,bf16-mixed: the update alone in one process in each precision, same batch (with "
+        "--ranks: the rank counts run in fp32)",
+    )
 
 
 @dataclass(frozen=True)
@@ -290,6 +309,12 @@ def _notes(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (
+        getattr(args, "ranks", None) is not None or getattr(args, "precision", None) is not None
+    ):  # update only
+        from execrl.bench.train_scale import run_scale
+
+        return run_scale(args)
     import torch
 
     from execrl.bench._trl_side import check_loss_agreement, execrl_trainer_config

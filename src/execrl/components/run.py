@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from execrl.components import setup
+from execrl.components import setup, sharding
 from execrl.components.prompt_lengths import run_prompt_stages
 from execrl.config import TrainConfig, build
 from execrl.scheduler import AdaptiveSettings, Scheduler, build_scheduler
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from execrl.rollout.engine import Engine
     from execrl.trainer import TrainerConfig
+    from execrl.trainer.ranks import ShardedTrainer
 
 __all__ = [
     "Run",
@@ -89,6 +90,9 @@ class Run:
     prompt_stages: tuple[PromptStage[Task], ...] = ()  # the prompt-length cap's stages (() = not computed)
     parts: dict[str, torch.nn.Module] = field(default_factory=dict)  # the recipe's own, checkpointed
     stop: Stop | None = None  # why the loop stops early, once a stop was requested
+    # trainer.strategy=fsdp: the update over the ranks; ``model`` (and the parts) are then rank 0's whole
+    # rollout copies, refreshed from the shards after each update (``ShardedTrainer.gather``)
+    sharded: ShardedTrainer | None = None
 
     @property
     def value_head(self) -> torch.nn.Module | None:
@@ -193,19 +197,25 @@ def build_run(
     tcfg = overrides.trainer_config or setup.trainer_config(config)
     ref_model = setup.reference_model(config, model, model_path) if model_path is not None else None
     built = {name: make(model) for name, make in (parts or {}).items()}
-    trainable = tuple(m for m in built.values() if any(p.requires_grad for p in m.parameters()))
-    optimizer = build_optimizer(model, tcfg, extra_modules=trainable)
+    sharded = None
+    if config.trainer.strategy == "fsdp":  # the one place the trainer is chosen; shards a copy of ``model``
+        sharded = sharding.sharded_trainer(config, tcfg, model=model, parts=built, reference=ref_model)
+        optimizer, lr_scheduler = sharded.optimizer, sharded.scheduler
+    else:
+        trainable = tuple(m for m in built.values() if any(p.requires_grad for p in m.parameters()))
+        optimizer = build_optimizer(model, tcfg, extra_modules=trainable)
+        lr_scheduler = build_lr_scheduler(optimizer, tcfg)
     stages: tuple[PromptStage[Task], ...] = ()
     if overrides.tasks is None:
         suites = setup.load_suites(config.tasks.suites, "train", config.tasks.max_difficulty)
         stages = _prompt_stages(config, suites, model, tokenizer)
     run = Run(
         config=config, run_dir=Path(), model=model, tokenizer=tokenizer, tcfg=tcfg, ref_model=ref_model,
-        optimizer=optimizer, lr_scheduler=build_lr_scheduler(optimizer, tcfg),
+        optimizer=optimizer, lr_scheduler=lr_scheduler,
         tasks=overrides.tasks or task_scheduler(config, suites=suites, prompt_stages=stages),
         engine=setup.rollout_engine(config, model, tokenizer),  # LoRA: over a folded copy (lora_fold.py)
         start_step=0, old_logprobs_from_rollout=rollout_logprobs_exact(config, tcfg),
-        length=length_curriculum(config), prompt_stages=stages, parts=built,
+        length=length_curriculum(config), prompt_stages=stages, parts=built, sharded=sharded,
     )  # fmt: skip
     run.run_dir = _run_dir(config, resume_dir, overrides)  # only now: everything above could refuse
     if resume_dir is not None:
@@ -225,16 +235,24 @@ def _run_dir(config: TrainConfig, resume_dir: Path | None, overrides: RunOverrid
 
 def _restore(run: Run) -> None:
     """The newest checkpoint into the run: weights, optimizer, LR schedule, the recipe's parts, the task
-    scheduler's and the length curriculum's state, and the step to continue from."""
+    scheduler's and the length curriculum's state, and the step to continue from. Sharded: every rank
+    reads its shards (written at any number of ranks) and rank 0's rollout copy gets the weights."""
     from execrl.trainer import check_resumable, latest_checkpoint, load_checkpoint
+    from execrl.trainer.sharded_checkpoint import check_strategy
 
     checkpoint = latest_checkpoint(run.run_dir)
     if checkpoint is None:
         return
-    check_resumable(checkpoint, run.model, extra_modules=run.extra_modules, data_keys=("next_step",))
-    state = load_checkpoint(
-        checkpoint, run.model, run.optimizer, run.lr_scheduler, extra_modules=run.extra_modules
-    )
+    if run.sharded is not None:
+        check_strategy(checkpoint, sharded=True, data_keys=("next_step",))
+        state = run.sharded.load(checkpoint)
+        run.sharded.gather()
+    else:
+        check_strategy(checkpoint, sharded=False)
+        check_resumable(checkpoint, run.model, extra_modules=run.extra_modules, data_keys=("next_step",))
+        state = load_checkpoint(
+            checkpoint, run.model, run.optimizer, run.lr_scheduler, extra_modules=run.extra_modules
+        )
     run.start_step = int(state.data_state["next_step"])
     if "scheduler" in state.data_state:  # checkpoints written before the adaptive scheduler have none
         run.tasks.load_state_dict(state.data_state["scheduler"])

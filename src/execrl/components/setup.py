@@ -286,11 +286,12 @@ def register_extra_verifiers(config: TrainConfig) -> None:
 
 
 def trainer_config(config: TrainConfig) -> TrainerConfig:
-    """The update's settings from ``[algorithm]``, ``[optim]`` and ``[run]`` (total steps, seed), by name."""
+    """The update's settings from ``[algorithm]``, ``[optim]``, ``[run]`` (total steps, seed) and
+    ``[trainer]`` (precision), by name."""
     from execrl.trainer import TrainerConfig
 
     return build(
-        TrainerConfig, config.algorithm, config.optim, config.run,
+        TrainerConfig, config.algorithm, config.optim, config.run, config.trainer,
         advantage_std_eps=config.algorithm.std_eps,
         logprob_temperature=config.rollout.temperature,  # must equal the sampling temperature (TRL #4159)
         defaults=TRAINER_DEFAULTS,

@@ -8,7 +8,7 @@ overrides, one module per group of ``[sections]``, no torch anywhere.
 * ``run.py`` (``[run]``, ``[model]``, ``[checkpoint]``), ``tasks.py`` (``[tasks]``, ``[scheduler]``),
   ``algorithm.py`` (``[rollout]``, ``[algorithm]``, ``[optim]``, ``[refine]``), ``tools.py`` (``[tools]``),
   ``scoring.py`` (``[reward]``, ``[sandbox]``, ``[audit]``, ``[eval]``), ``infra.py`` (``[executor]``,
-  ``[telemetry]``), ``lora.py`` (``[lora]``);
+  ``[telemetry]``), ``lora.py`` (``[lora]``), ``trainer.py`` (``[trainer]``: one process or FSDP2, precision);
 * ``train.py``: ``TrainConfig`` and the checks across sections;
 * ``sft.py``: ``SftConfig`` (``execrl sft``: ``[data]``, ``[optim]`` of its own, the rest reused);
 * ``load.py``: ``load_config`` / ``validate_config`` (errors name the key and what to set);
@@ -37,6 +37,7 @@ from execrl.config.sft import SftConfig, SftDataSection, SftOptimSection, SftRun
 from execrl.config.tasks import SchedulerSection, TaskSection
 from execrl.config.toml import to_toml
 from execrl.config.train import TrainConfig
+from execrl.config.trainer import TrainerSection
 
 __all__ = [
     "MAX_RESAMPLE_ROUNDS",
@@ -64,6 +65,7 @@ __all__ = [
     "TaskSection",
     "TelemetrySection",
     "TrainConfig",
+    "TrainerSection",
     "build",
     "load_config",
     "load_typed",

@@ -13,6 +13,7 @@ from execrl.config.run import CheckpointSection, ModelSection, RunSection
 from execrl.config.scoring import AuditSection, EvalSection, RewardSection, SandboxSection
 from execrl.config.tasks import SchedulerSection, TaskSection
 from execrl.config.tools import ToolsSection
+from execrl.config.trainer import TrainerSection
 from execrl.scheduler.length import LengthSettings
 from execrl.scheduler.prompt_cap import PromptCapSettings
 
@@ -43,6 +44,9 @@ class TrainConfig(Section):
     refine: RefineSection = Field(default_factory=RefineSection, description="multi-turn refine RL")
     executor: ExecutorSection = Field(default_factory=ExecutorSection, description="in-process or Ray")
     tools: ToolsSection = Field(default_factory=ToolsSection, description="tool-calling episodes")
+    trainer: TrainerSection = Field(
+        default_factory=TrainerSection, description="one process or FSDP2 over ranks; precision"
+    )
 
     @model_validator(mode="after")
     def _ray_staleness_covers_the_loop(self) -> TrainConfig:
@@ -53,6 +57,31 @@ class TrainConfig(Section):
                 f"{self.algorithm.async_steps} update(s) old, beyond executor.max_weight_staleness="
                 f"{executor.max_weight_staleness}; set executor.max_weight_staleness="
                 f"{self.algorithm.async_steps} (or more)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _trainer_strategy_applies(self) -> TrainConfig:
+        """Refuse what the sharded trainer does not run, and bf16-mixed over bf16 weights, in one line."""
+        trainer = self.trainer
+        if trainer.precision == "bf16-mixed" and self.model.dtype == "bfloat16":
+            raise ValueError(
+                "trainer.precision=bf16-mixed keeps float32 master weights; set model.dtype=float32 "
+                "(or trainer.precision=fp32 to train the bfloat16 weights as they are)"
+            )
+        if trainer.strategy == "single":
+            return self
+        refused = {  # every environment's episodes become one TrainBatch (episodes_to_batch): all run
+            "algorithm.async_steps > 0": self.algorithm.async_steps > 0,
+            "run.output_dir on a URL (every rank writes its checkpoint shard to a local or shared path)": (
+                "://" in self.run.output_dir and not self.run.output_dir.startswith("file://")
+            ),
+        }
+        bad = [what for what, on in refused.items() if on]
+        if bad:
+            raise ValueError(
+                f"trainer.strategy=fsdp runs the GRPO and PPO recipes (any environment); it does not run "
+                f"{', '.join(bad)}"
             )
         return self
 

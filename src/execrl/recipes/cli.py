@@ -83,9 +83,9 @@ def _train_staged(args: argparse.Namespace, path: Path) -> int:
     from execrl.config import load_typed
     from execrl.config.stages import StagedConfig, check_stages
 
-    if args.overrides or args.executor or args.ray_address:
+    if args.overrides or args.executor or args.ray_address or args.nproc is not None:
         raise ConfigError(
-            "a staged config takes no KEY=VALUE overrides or --executor; set them in its stages"
+            "a staged config takes no KEY=VALUE overrides, --executor or --nproc; set them in its stages"
         )
     staged = load_typed(StagedConfig, path)
     check_stages(staged, source=str(path))
@@ -106,6 +106,51 @@ def _train_staged(args: argparse.Namespace, path: Path) -> int:
     return 0
 
 
+def _rank_argv(args: argparse.Namespace) -> list[str]:
+    """``execrl train`` arguments for each rank of ``--nproc`` (the flags as given, sharded)."""
+    argv = ["--config", str(args.config)] if args.config else []
+    argv += ["--resume", args.resume] if args.resume else []
+    argv += ["--no-progress"] if args.no_progress else []
+    return [*argv, *args.overrides, *_executor_overrides(args), "trainer.strategy=fsdp"]
+
+
+def _train_ranks(args: argparse.Namespace) -> int:
+    """``--nproc N``: check the run and the machine, then start the ranks (``launch.py``; with
+    ``--executor ray``, ranks 1..N-1 are Ray actors and this process is rank 0)."""
+    from execrl.recipes import launch, remote
+
+    try:
+        if launch.under_launcher():
+            raise ConfigError("--nproc: this process is already a trainer rank (torchrun); drop --nproc")
+        if args.resume is not None and remote.is_url(args.resume):
+            raise ConfigError("--nproc with --resume URL: download the run first (every rank reads it)")
+        resume = Path(args.resume) if args.resume is not None else None
+        if resume is not None and not (resume / "config.toml").is_file():
+            raise ConfigError(f"--resume {args.resume}: no config.toml there (not an execrl run directory)")
+        overrides = [*args.overrides, *_executor_overrides(args), "trainer.strategy=fsdp"]
+        config = load_config(args.config or (resume / "config.toml" if resume else None), overrides)
+        launch.check_nproc(args.nproc, config)
+    except (ConfigError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if config.executor.kind == "ray":
+        from execrl.distributed.ray_trainers import trainer_rank_actors
+        from execrl.recipes import load_recipe, recipe_name
+
+        with trainer_rank_actors(config, args.nproc, load_recipe(recipe_name(config)).PARTS):
+            rank0 = {
+                **vars(args),
+                "nproc": None,
+                "executor": None,
+                "ray_address": None,
+                "overrides": overrides,
+            }
+            return _train(argparse.Namespace(**rank0))
+    return launch.launch_ranks(
+        args.nproc, _rank_argv(args), shutdown_timeout_s=config.trainer.collective_timeout_s
+    )
+
+
 def _train(args: argparse.Namespace) -> int:
     staged = _staged_source(args)
     if staged is not None:
@@ -114,6 +159,20 @@ def _train(args: argparse.Namespace) -> int:
         except (ConfigError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+    if args.nproc is not None and not args.print_config:
+        return _train_ranks(args)
+    from execrl.recipes.launch import exit_with_launcher, note_rank_exit
+
+    exit_with_launcher()  # a rank of --nproc: gone with its launcher
+    code = 1  # an exception: main prints its error line, or Python its traceback
+    try:
+        code = _train_here(args)
+        return code
+    finally:
+        note_rank_exit(code)  # rank 0 under --nproc: the launcher adds no line of its own
+
+
+def _train_here(args: argparse.Namespace) -> int:
     mirrors: list[RunMirror] = []
     with ExitStack() as stack:
         try:
@@ -134,13 +193,24 @@ def _train(args: argparse.Namespace) -> int:
         except (ConfigError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+        from execrl.components import sharding
+        from execrl.recipes import load_recipe, recipe_name
+        from execrl.recipes.launch import check_trainer
+
+        check_trainer(config)  # before the run directory exists
+        name = recipe_name(config)  # grpo, ppo or async (the environment is the config's)
+        if sharding.is_follower(config):  # trainer ranks 1..N-1: rank 0 runs the recipe
+            return sharding.follow(config, load_recipe(name).PARTS)
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         from execrl.components.run import StopReason
-        from execrl.recipes import load_recipe, recipe_name
+        from execrl.trainer.ranks import RankFailure
 
-        name = recipe_name(config)  # grpo, ppo or async (the environment is the config's)
         logging.getLogger("execrl.train").info("recipe: %s", name)
-        outcome = load_recipe(name).train(config, resume_dir=resume, progress=not args.no_progress)
+        try:
+            outcome = load_recipe(name).train(config, resume_dir=resume, progress=not args.no_progress)
+        except RankFailure as exc:  # a trainer rank died or hung: the run stops, the rank named
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     if mirrors:  # the staging copy is gone: name the run where it now lives
         print(f"run directory: {mirrors[0].remote(outcome.run_dir)}")
     else:
@@ -288,6 +358,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--executor", choices=("inprocess", "ray"), help="where generate-and-score runs (executor.kind)"
     )
     p.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (executor.ray_address)")
+    p.add_argument(
+        "--nproc", type=positive_int, metavar="N",
+        help="train on N ranks of this machine (FSDP2, trainer.strategy=fsdp; gloo on CPU, NCCL on GPUs; "
+        "with --executor ray ranks 1..N-1 are Ray actors); over nodes use torchrun (docs/sharded.md)",
+    )  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. rollout.samples_per_prompt=8")
     p.set_defaults(func=_train)

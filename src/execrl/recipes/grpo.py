@@ -27,6 +27,7 @@ import time
 from functools import partial
 from pathlib import Path
 
+from execrl.components.run import PartBuilder
 from execrl.config import ConfigError, TrainConfig
 from execrl.distributed import Executor
 from execrl.episodes import Environment, episodes_to_batch, group_index, reward_tensors
@@ -47,10 +48,13 @@ from execrl.recipes.loop import (
     run_steps,
     sample_episodes,
     session,
+    update_policy,
 )
-from execrl.trainer import compute_advantages, policy_update
+from execrl.trainer import compute_advantages
 
-__all__ = ["TrainOutcome", "train", "train_step"]
+__all__ = ["PARTS", "TrainOutcome", "train", "train_step"]
+
+PARTS: dict[str, PartBuilder] = {}  # no modules of its own beside the policy (``ppo.py`` has a value head)
 
 
 def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool = True) -> TrainOutcome:
@@ -61,7 +65,7 @@ def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool
         raise ConfigError("algorithm.advantage_estimator=gae is PPO: run it with execrl.recipes.ppo.train")
     if config.algorithm.async_steps:
         raise ConfigError("algorithm.async_steps=1 is the one-step-off recipe: execrl.recipes.pipeline.train")
-    with session(config, resume_dir) as s:
+    with session(config, resume_dir, parts=PARTS) as s:
         step_fn = partial(train_step, s.run, executor=s.executor, environment=s.environment)
         last_step = run_steps(s.run, s.telemetry, step_fn, started=s.started, progress=progress)
         return finish_session(s, last_step)
@@ -85,9 +89,7 @@ def train_step(run: Run, step: int, *, executor: Executor, environment: Environm
         pad_token_id=run.pad_token_id, old_logprobs_from_rollout=run.old_logprobs_from_rollout,
     )  # fmt: skip
     gap = None if run.old_logprobs_from_rollout else logprob_gap(run, batch, episodes)
-    metrics = policy_update(  # clipped policy-gradient loss (+ KL to the reference if kl_coef > 0), AdamW
-        run.model, run.optimizer, run.lr_scheduler, batch, tcfg, ref_model=run.ref_model
-    )
+    metrics = update_policy(run, batch)  # clipped policy-gradient loss (+ KL if kl_coef > 0), AdamW
     t2 = time.perf_counter()
     metrics.update(logprob_gap_metric(gap, metrics))  # generation vs training log-probs
     metrics.update(step_metrics(run, step, groups, weights, environment, sample_s=t1 - t0, update_s=t2 - t1))

@@ -31,7 +31,7 @@ from execrl.rollout.engine import Engine, create_engine
 from execrl.scheduler.report import write_domain_report
 from execrl.telemetry import RunTelemetry, alarm_rules_from_config
 from execrl.telemetry.webhook import WebhookConfig
-from execrl.trainer import save_checkpoint
+from execrl.trainer import policy_update, save_checkpoint
 from execrl.trainer.lora import has_adapters, merged_copy
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from execrl.episodes import Environment
     from execrl.sandbox import Sandbox
     from execrl.sandbox.service.client import ServiceClient
+    from execrl.trainer import TrainBatch
 
 log = logging.getLogger("execrl.train")
 
@@ -74,11 +75,30 @@ def inject_nan_loss(run: Run, step: int, advantages: torch.Tensor) -> torch.Tens
     return advantages * float("nan") if step == run.config.run.inject_nan_loss_at_step else advantages
 
 
+def update_policy(run: Run, batch: TrainBatch) -> dict[str, float]:
+    """The step's update (``trainer.policy_update``): clipped policy loss (+ KL, + PPO's value loss), AdamW;
+    in this process, or over the ranks with ``trainer.strategy=fsdp`` (the same update: the loss is
+    normalised over the whole step's tokens, ``trainer/sharded_step.py``)."""
+    if run.sharded is not None:
+        return run.sharded.update(batch)
+    return policy_update(
+        run.model, run.optimizer, run.lr_scheduler, batch, run.tcfg, ref_model=run.ref_model,
+        value_model=run.value_head,
+    )  # fmt: skip
+
+
 def publish_weights(run: Run, executor: Executor, step: int) -> dict[str, float]:
     """After step ``step``'s update: the weights go out as version ``step + 1`` (rollout workers load them
-    by version) and the executor reports the step (``executor/*``: versions used, retries, replacements)."""
+    by version) and the executor reports the step (``executor/*``: versions used, retries, replacements).
+    Sharded, the ranks' weights reach rank 0's rollout copy ``run.model`` first, by bucket
+    (``perf/weight_gather_s``)."""
+    gathered = {}
+    if run.sharded is not None:
+        started = time.perf_counter()
+        run.sharded.gather()
+        gathered = {"perf/weight_gather_s": time.perf_counter() - started}
     executor.publish_weights(run.model, version=step + 1)
-    return executor.step_metrics(step)
+    return {**executor.step_metrics(step), **gathered}
 
 
 @dataclass(frozen=True)
@@ -104,18 +124,19 @@ def session(
     ``start_step``), then the base model's evaluation (skipped when its file exists). Everything is closed
     on exit, the executor before the sandbox."""
     run = build_run(config, resume_dir, parts=parts)
-    telemetry = run_telemetry(run, resuming=resume_dir is not None)
-    started = time.monotonic()
-    sandbox_cm = setup.build_sandbox(config, sessions=setup.sessions_held(config))
-    with sandbox_cm as sandbox, telemetry, stop_on_signals(run):
-        environment = setup.build_environment(config, sandbox)
-        sampler = setup.step_sampler(config, environment, run.engine, run.tokenizer, run.length.cap)
-        with closing(build_executor(config, sampler)) as executor:
-            executor.publish_weights(run.model, version=run.start_step)
-            evaluation = Evaluation(config, sandbox, environment, run.tokenizer)
-            if config.eval.enabled:
-                evaluation.run(run.run_dir, "base", run.engine)
-            yield Session(run, telemetry, sandbox, environment, executor, evaluation, started)
+    with stop_ranks(run):
+        telemetry = run_telemetry(run, resuming=resume_dir is not None)
+        started = time.monotonic()
+        sandbox_cm = setup.build_sandbox(config, sessions=setup.sessions_held(config))
+        with sandbox_cm as sandbox, telemetry, stop_on_signals(run):
+            environment = setup.build_environment(config, sandbox)
+            sampler = setup.step_sampler(config, environment, run.engine, run.tokenizer, run.length.cap)
+            with closing(build_executor(config, sampler)) as executor:
+                executor.publish_weights(run.model, version=run.start_step)
+                evaluation = Evaluation(config, sandbox, environment, run.tokenizer)
+                if config.eval.enabled:
+                    evaluation.run(run.run_dir, "base", run.engine)
+                yield Session(run, telemetry, sandbox, environment, executor, evaluation, started)
 
 
 def finish_session(session: Session, last_step: int) -> TrainOutcome:
@@ -155,21 +176,35 @@ def finish_step(
             StopReason.WALL_TIME, f"run.max_wall_time_s={config.run.max_wall_time_s:.0f} reached"
         )
     if last or run.stop is not None or (step + 1) % config.checkpoint.every_steps == 0:
-        save_checkpoint(
-            run.run_dir,
-            step=step,
-            model=run.model,
-            optimizer=run.optimizer,
-            scheduler=run.lr_scheduler,
-            data_state={
-                "next_step": step + 1,
-                "scheduler": run.tasks.state_dict(),
-                "length": run.length.state_dict(),
-            },
-            metrics={k: v for k, v in metrics.items() if isinstance(v, float)},
-            keep_last=config.checkpoint.keep_last,
-            extra_modules=run.extra_modules,
+        save_run_checkpoint(run, step, {k: v for k, v in metrics.items() if isinstance(v, float)})
+
+
+def save_run_checkpoint(run: Run, step: int, metrics: dict[str, float]) -> Path:
+    """The checkpoint after step ``step``: written by this process, or by every rank (sharded)."""
+    data_state = {
+        "next_step": step + 1,
+        "scheduler": run.tasks.state_dict(),
+        "length": run.length.state_dict(),
+    }
+    keep_last = run.config.checkpoint.keep_last
+    if run.sharded is not None:
+        return run.sharded.save(
+            run.run_dir, step=step, data_state=data_state, metrics=metrics, keep_last=keep_last
         )
+    return save_checkpoint(
+        run.run_dir, step=step, model=run.model, optimizer=run.optimizer, scheduler=run.lr_scheduler,
+        data_state=data_state, metrics=metrics, keep_last=keep_last, extra_modules=run.extra_modules,
+    )  # fmt: skip
+
+
+@contextmanager
+def stop_ranks(run: Run) -> Iterator[None]:
+    """Sharded: when the run ends (or fails), the other trainer ranks leave their command loop."""
+    try:
+        yield
+    finally:
+        if run.sharded is not None:
+            run.sharded.close()
 
 
 def run_steps(

@@ -44,15 +44,19 @@ from execrl.recipes.loop import (
     run_steps,
     sample_episodes,
     session,
+    update_policy,
 )
-from execrl.trainer import ValueHead, policy_update
+from execrl.trainer import ValueHead
 
-__all__ = ["train", "train_step", "value_head"]
+__all__ = ["PARTS", "train", "train_step", "value_head"]
 
 
 def value_head(model: torch.nn.Module) -> torch.nn.Module:
     """PPO's learned value head on the policy's hidden states (built by ``build_run``, checkpointed)."""
     return ValueHead(model.config.hidden_size)  # type: ignore[union-attr]
+
+
+PARTS = {"value_head": value_head}  # the recipe's own modules, built and checkpointed by ``build_run``
 
 
 def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool = True) -> TrainOutcome:
@@ -61,7 +65,7 @@ def train(config: TrainConfig, *, resume_dir: Path | None = None, progress: bool
         raise ConfigError("the PPO recipe needs algorithm.advantage_estimator=gae (a learned value head)")
     if config.algorithm.async_steps:
         raise ConfigError("algorithm.async_steps=1 is the one-step-off recipe: execrl.recipes.pipeline.train")
-    with session(config, resume_dir, parts={"value_head": value_head}) as s:
+    with session(config, resume_dir, parts=PARTS) as s:
         step_fn = partial(train_step, s.run, executor=s.executor, environment=s.environment)
         last_step = run_steps(s.run, s.telemetry, step_fn, started=s.started, progress=progress)
         return finish_session(s, last_step)
@@ -86,10 +90,7 @@ def train_step(run: Run, step: int, *, executor: Executor, environment: Environm
         run.model, run.value_head, batch, rewards, gamma=tcfg.gamma, lam=tcfg.gae_lambda
     )
     batch = dataclasses.replace(batch, advantages=inject_nan_loss(run, step, batch.advantages))
-    metrics = policy_update(  # clipped policy loss + clipped value loss (+ KL if kl_coef > 0), AdamW
-        run.model, run.optimizer, run.lr_scheduler, batch, tcfg, ref_model=run.ref_model,
-        value_model=run.value_head,  # type: ignore[arg-type]
-    )  # fmt: skip
+    metrics = update_policy(run, batch)  # clipped policy loss + clipped value loss (+ KL if kl_coef > 0)
     t2 = time.perf_counter()
     metrics.update(logprob_gap_metric(gap, metrics))  # generation vs training log-probs
     metrics.update(step_metrics(run, step, groups, weights, environment, sample_s=t1 - t0, update_s=t2 - t1))

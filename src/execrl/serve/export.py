@@ -1,6 +1,7 @@
 """A trained model leaves execrl: resolve a run / checkpoint / model directory, export a plain HF directory.
 
-An execrl checkpoint (``run_dir/checkpoints/step_N/model.safetensors``) holds only the policy's state dict:
+An execrl checkpoint (``run_dir/checkpoints/step_N/model.safetensors``, or with ``trainer.strategy=fsdp`` its
+``shards/``, gathered here in one process) holds only the policy's state dict:
 the architecture, tokenizer and chat template live with the *starting* model named in the run's
 ``config.toml`` (``model.path``). :func:`load_any_model` rebuilds the model from that starting point and
 loads the checkpoint's weights into it (strictly: every key must match), so a run directory, a checkpoint
@@ -67,7 +68,8 @@ def _is_checkpoint(path: Path) -> bool:
     from execrl.trainer.lora import ADAPTER_WEIGHTS
 
     weights = (path / "model.safetensors").is_file() or (path / ADAPTER_WEIGHTS).is_file()  # full FT / LoRA
-    return weights and (path / "trainer_state.pt").is_file()
+    sharded = (path / "shards" / ".metadata").is_file()  # trainer.strategy=fsdp (sharded_checkpoint.py)
+    return (weights or sharded) and (path / "trainer_state.pt").is_file()
 
 
 def _adapter_source(path: Path) -> ModelSource:
@@ -158,13 +160,27 @@ def load_any_model(
     adapters = source.checkpoint is not None and any(
         (source.checkpoint / name).is_file() for name in (ADAPTER_CONFIG, ADAPTER_WEIGHTS)
     )
+    sharded = (  # trainer.strategy=fsdp: shards/, gathered below (every tensor checked there)
+        source.checkpoint is not None
+        and not adapters
+        and not (source.checkpoint / "model.safetensors").is_file()
+    )
     if source.checkpoint is not None and adapters:  # the config, targets, names and shapes
         check_adapter_dir(source.checkpoint, model_dir.meta_model(plan))
-    elif source.checkpoint is not None:
+    elif source.checkpoint is not None and not sharded:
         weights = source.checkpoint / "model.safetensors"
         found = model_dir.read_headers([weights])
         model_dir.check_tensor_names(found, plan, str(weights), strict=True)
     model, tokenizer = load_model_and_tokenizer(source.base_dir, dtype=dtype, plan=plan)
+    if source.checkpoint is not None and sharded:  # FSDP shards, gathered here (every tensor checked)
+        from execrl.config import ConfigError
+        from execrl.trainer.sharded_checkpoint import load_full_model_state
+
+        try:
+            load_full_model_state(source.checkpoint, model.state_dict(), complete=True)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return model, tokenizer, source
     if source.checkpoint is not None and adapters:
         load_adapter_dir(model, source.checkpoint)
         model.eval()  # type: ignore[no-untyped-call]

@@ -13,12 +13,23 @@ shared pass computes: each distinct context once plus every row's columns after 
 instead would split a long prompt's group into one row per micro-batch (4 x 8,256 padded tokens for a
 8,192-token prompt and 4 samples against the default budget of 4,096), and each row would then recompute
 the whole prompt: exactly the work the shared pass exists to save.
+
+Also here: ``split_groups`` (a mini-batch's rows divided between trainer ranks, groups kept whole;
+``sharded_step.py``) and ``masked_batch`` (the loss mask and token advantages ``prepare_batch`` starts from).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from typing import TYPE_CHECKING, TypeVar
+
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from execrl.trainer.step import TrainBatch
+
+B = TypeVar("B", bound="TrainBatch")
 
 
 def minibatch_rows(num_sequences: int, parts: int) -> list[Tensor]:
@@ -99,3 +110,36 @@ def _packing_units(span: Tensor, groups: Tensor | None) -> list[list[int]]:
     for row in torch.argsort(span, stable=True).tolist():
         members.setdefault(int(groups[row]), []).append(row)
     return sorted(members.values(), key=lambda rows: (int(span[rows[-1]]), rows[0]))
+
+
+def split_groups(groups: Tensor, cost: Tensor, parts: int) -> list[Tensor]:
+    """Row indices of ``parts`` shares (e.g. trainer ranks) of a batch: whole groups (rows with the same id in
+    ``groups`` [N], e.g. rows sharing a prompt), the costliest first, each to the share with the least
+    ``cost`` [N] so far (ties: the lower share); rows in order within a share. With fewer groups than
+    shares the rows are dealt out one by one instead, so no share idles while another has a whole group.
+    Deterministic: it depends on the inputs only."""
+    ids, costs = groups.tolist(), cost.tolist()
+    members: dict[int, list[int]] = {}
+    for row, group in enumerate(ids):
+        members.setdefault(int(group), []).append(row)
+    units = list(members.values()) if len(members) >= parts else [[row] for row in range(len(ids))]
+    units.sort(key=lambda rows: (-sum(costs[r] for r in rows), rows[0]))
+    loads = [0.0] * parts
+    shares: list[list[int]] = [[] for _ in range(parts)]
+    for rows in units:
+        target = min(range(parts), key=lambda p: (loads[p], p))
+        shares[target].extend(rows)
+        loads[target] += sum(costs[r] for r in rows)
+    return [torch.tensor(sorted(rows), dtype=torch.long) for rows in shares]
+
+
+def masked_batch(batch: B) -> B:
+    """``response_mask`` as bool with invalid rows and padding removed, ``advantages`` [N, S] zero off it."""
+    mask = (batch.response_mask > 0) & (batch.attention_mask > 0)  # [N, S]
+    if batch.valid is not None:
+        mask &= batch.valid[:, None]
+    advantages = batch.advantages
+    if advantages.dim() == 1:
+        advantages = advantages[:, None].expand_as(mask)
+    advantages = torch.where(mask, advantages, torch.zeros_like(advantages))  # [N, S]
+    return dataclasses.replace(batch, response_mask=mask, advantages=advantages)

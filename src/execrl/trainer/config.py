@@ -14,6 +14,7 @@ from dataclasses import dataclass
 LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 KL_ESTIMATORS = ("k1", "k2", "k3")
 LR_SCHEDULES = ("constant", "linear", "cosine")
+PRECISIONS = ("fp32", "bf16-mixed")  # execrl.trainer.precision
 # Advantage estimators that learn a value function (PPO's GAE over a value head's per-token values); every
 # other name is an outcome estimator of ``ADVANTAGE_ESTIMATORS`` (rewards and groups only).
 VALUE_ESTIMATORS = frozenset({"gae"})
@@ -70,6 +71,7 @@ class TrainerConfig:
     logprob_chunk_tokens: int = 1024  # tokens per lm_head/log_softmax chunk
     share_prompt_forward: bool = True  # rows with the same prompt compute it once (execrl.trainer.prefix)
     gradient_checkpointing: bool = False  # recompute each decoder layer in backward (trainer.checkpointing)
+    precision: str = "fp32"  # fp32 | bf16-mixed: bf16 compute, fp32 master weights (trainer.precision)
     seed: int = 0  # for the loop to seed with; the update itself draws no random numbers
 
     def __post_init__(self) -> None:
@@ -100,6 +102,7 @@ class TrainerConfig:
         _check_int("ppo_epochs", self.ppo_epochs, minimum=1)
         _check_int("optimizer_steps_per_epoch", self.optimizer_steps_per_epoch, minimum=1)
         _check_int("tokens_per_microbatch", self.tokens_per_microbatch, minimum=1)
+        _check_choice("precision", self.precision, PRECISIONS)
         self._check_loss()
         self._check_advantage_and_kl()
 

@@ -16,7 +16,8 @@ loss denominators are computed once per optimizer step (``LossNormaliser``) so t
 the micro-batch split (see ``losses.py``). A non-finite gradient norm skips the optimizer step (reported as
 ``train/skipped_steps``) instead of writing NaN into the weights. The LR scheduler advances once per call.
 
-Limits: single process (no data parallelism); ``model``'s train/eval mode is left as the caller set it.
+``config.precision="bf16-mixed"``: the forward passes under bf16 autocast (``precision.py``). Over FSDP2
+ranks: ``sharded_step.py``. Limits: ``model``'s train/eval mode is left as the caller set it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from execrl.trainer.batching import microbatch_rows, minibatch_rows
+from execrl.trainer.batching import masked_batch, microbatch_rows, minibatch_rows
 from execrl.trainer.checkpointing import activation_checkpointing
 from execrl.trainer.config import TrainerConfig, needs_reference
 from execrl.trainer.kl import kl_per_token
@@ -47,6 +48,7 @@ from execrl.trainer.losses import (
     loss_normaliser,
     masked_mean,
 )
+from execrl.trainer.precision import autocast
 from execrl.trainer.prefix import computed_positions
 
 
@@ -169,7 +171,7 @@ def build_scheduler(
 def _batched_logprobs(model: nn.Module, batch: TrainBatch, config: TrainerConfig) -> Tensor:
     """No-grad log-probs of the whole batch, micro-batched like the update; [N, S]."""
     out = torch.zeros(batch.input_ids.shape, dtype=torch.float32, device=batch.input_ids.device)
-    with torch.no_grad():
+    with torch.no_grad(), autocast(config.precision, out.device.type):
         for rows, columns in _microbatches(model, batch, config):
             part = batch.take(rows, columns)
             logp, _ = compute_logprobs(
@@ -207,14 +209,7 @@ def prepare_batch(
     value_model: nn.Module | None = None,
 ) -> PreparedBatch:
     """Fill what ``policy_update`` needs: token advantages, masks with invalid rows removed, old/ref log-probs."""
-    mask = (batch.response_mask > 0) & (batch.attention_mask > 0)  # [N, S]
-    if batch.valid is not None:
-        mask &= batch.valid[:, None]
-    advantages = batch.advantages
-    if advantages.dim() == 1:
-        advantages = advantages[:, None].expand_as(mask)
-    advantages = torch.where(mask, advantages, torch.zeros_like(advantages))  # [N, S]
-    batch = dataclasses.replace(batch, response_mask=mask, advantages=advantages)
+    batch = masked_batch(batch)
     if batch.old_logprobs is None:
         batch = dataclasses.replace(batch, old_logprobs=_batched_logprobs(model, batch, config))
     kl_in_loss = needs_reference(config) and not config.kl_in_reward
@@ -331,12 +326,15 @@ def accumulate_gradients(
     """
     loss_fn = POLICY_LOSSES.get(config.policy_loss)
     totals: dict[str, float] = {}
-    with activation_checkpointing(model, enabled=config.gradient_checkpointing):
+    device, checkpointed = batch.input_ids.device.type, config.gradient_checkpointing
+    # bf16-mixed: weights cast once per step (autocast's cache), backward outside it; fp32: no-ops.
+    with activation_checkpointing(model, enabled=checkpointed), autocast(config.precision, device):
         for rows, columns in _microbatches(model, batch, config):
-            terms = _microbatch_loss(
-                model, batch.take(rows, columns), normaliser, config, loss_fn, value_model
-            )
-            terms.total.backward()  # type: ignore[no-untyped-call]
+            mb = batch.take(rows, columns)
+            terms = _microbatch_loss(model, mb, normaliser, config, loss_fn, value_model)
+            if terms.total.requires_grad:  # rows without a response token (all invalid): nothing to learn
+                with autocast(config.precision, device, enabled=False):
+                    terms.total.backward()  # type: ignore[no-untyped-call]
             for name, value in terms.metrics.items():
                 combine = max if name == _GAP else operator.add
                 totals[name] = combine(totals.get(name, 0.0), float(value.item()))
@@ -347,8 +345,17 @@ def padding_share(model: nn.Module, batch: TrainBatch, config: TrainerConfig) ->
     """Padded positions / positions the trunk computes in one epoch's micro-batches of ``batch``
     (``train/padding_share``). With the shared prompt pass a context counts once per micro-batch; the
     share depends on the micro-batch layout, so it is measured here, not summed into the loss metrics."""
+    minibatches = minibatch_rows(batch.num_sequences, config.optimizer_steps_per_epoch)
+    padded, computed = padding_counts(model, batch, config, minibatches)
+    return padded / computed if computed else 0.0
+
+
+def padding_counts(
+    model: nn.Module, batch: TrainBatch, config: TrainerConfig, minibatches: list[Tensor]
+) -> tuple[int, int]:
+    """(padded, computed) positions of the micro-batches of ``minibatches`` (row index sets of ``batch``)."""
     padded = computed = 0
-    for minibatch_idx in minibatch_rows(batch.num_sequences, config.optimizer_steps_per_epoch):
+    for minibatch_idx in minibatches:
         minibatch = batch.take(minibatch_idx)
         for rows, columns in _microbatches(model, minibatch, config):
             mb = minibatch.take(rows, columns)
@@ -357,7 +364,7 @@ def padding_share(model: nn.Module, batch: TrainBatch, config: TrainerConfig) ->
             )
             mb_padded, mb_computed = computed_positions(mb.attention_mask, layout)
             padded, computed = padded + mb_padded, computed + mb_computed
-    return padded / computed if computed else 0.0
+    return padded, computed
 
 
 def _optimizer_params(optimizer: torch.optim.Optimizer) -> list[Tensor]:

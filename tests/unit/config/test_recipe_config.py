@@ -119,3 +119,32 @@ def test_length_curriculum_and_overlong_settings_are_checked_at_load(
     assert config.rollout.max_new_tokens_stages == [(0, 32), (5, 128)]
     for environment in (["refine.max_turns=2"], ["tools.enabled=true"]):  # every environment runs it now
         load_config(None, ["rollout.max_new_tokens_stages=[[0, 32]]", *environment])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        (
+            ["trainer.strategy=fsdp", "algorithm.async_steps=1", "executor.max_weight_staleness=1"],
+            "async_steps",
+        ),
+        (["trainer.strategy=fsdp", "run.output_dir=s3://bucket/runs"], "URL"),
+        (["trainer.precision=bf16-mixed", "model.dtype=bfloat16"], "model.dtype=float32"),
+        (["trainer.strategy=zero3"], "trainer.strategy"),
+        (["trainer.weight_sync_bucket_mb=0"], "weight_sync_bucket_mb"),
+    ],
+)
+def test_trainer_section_refuses_what_it_does_not_run(overrides: list[str], needle: str) -> None:
+    """``[trainer]``: the sharded trainer runs GRPO and PPO, not async; bf16-mixed needs fp32 master weights."""
+    with pytest.raises(ConfigError, match=needle):
+        load_config(None, overrides)
+
+
+def test_trainer_section_defaults_are_one_process_fp32() -> None:
+    from execrl.components import setup, sharding
+
+    config = load_config(None, ["trainer.precision=bf16-mixed", "trainer.async_checkpoint=true"])
+    assert load_config().trainer.strategy == "single" and load_config().trainer.precision == "fp32"
+    assert setup.trainer_config(config).precision == "bf16-mixed"
+    settings = sharding.sharding_settings(config)
+    assert (settings.precision, settings.async_checkpoint) == ("bf16-mixed", True)

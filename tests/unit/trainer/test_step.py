@@ -296,3 +296,40 @@ def test_old_logprob_gap_is_measured_on_the_first_step_before_any_update(tiny_lm
     probe = dataclasses.replace(batch, old_logprobs=old, ref_logprobs=None)
     metrics = policy_update(tiny_lm, optimizer, None, probe, config)
     assert metrics["train/old_logprob_max_abs_diff"] == pytest.approx(0.25, abs=1e-9)
+
+
+def test_a_microbatch_of_invalid_rows_does_not_stop_the_update(tiny_lm, batch):
+    """Regression (found building the sharded trainer, issue 38): a micro-batch whose rows are all invalid
+    (all-truncated rows under DAPO overlong filtering, an invalid group) has no scored token, so its loss
+    had no gradient and ``backward`` raised "element 0 of tensors does not require grad"; the update
+    must skip that backward and train on the other micro-batches."""
+    config = TrainerConfig(learning_rate=1e-2, tokens_per_microbatch=8, share_prompt_forward=False)
+    valid = torch.tensor([True, False, False, False, False, False])
+    metrics = policy_update(
+        tiny_lm, build_optimizer(tiny_lm, config), None, dataclasses.replace(batch, valid=valid), config
+    )
+    assert metrics["train/optimizer_steps"] == 1 and math.isfinite(metrics["loss/policy"])
+
+
+def test_bf16_mixed_keeps_fp32_master_weights_and_follows_the_fp32_update():
+    """``precision="bf16-mixed"`` (autocast in one process): the weights and their gradients stay float32,
+    the loss and the gradient are the fp32 ones up to bf16 rounding, and ``fp32`` is the plain update."""
+    from conftest import make_batch, make_tiny_lm
+
+    grads = {}
+    for precision in ("fp32", "bf16-mixed"):
+        model, data = make_tiny_lm(dtype=torch.float32), make_batch(dtype=torch.float32)
+        config = TrainerConfig(learning_rate=1e-3, precision=precision, max_grad_norm=math.inf)
+        optimizer = build_optimizer(model, config)
+        optimizer.register_step_pre_hook(
+            lambda opt, _a, _k, p=precision: grads.__setitem__(
+                p, torch.cat([q.grad.flatten() for q in opt.param_groups[0]["params"]])
+            )
+        )
+        metrics = policy_update(model, optimizer, None, data, config)
+        assert all(p.dtype == torch.float32 for p in model.parameters())
+        grads[precision + "/loss"] = torch.tensor(metrics["loss/policy"])
+    assert grads["bf16-mixed"].dtype == torch.float32
+    cosine = torch.nn.functional.cosine_similarity(grads["fp32"], grads["bf16-mixed"], dim=0)
+    assert cosine > 0.99 and not torch.equal(grads["fp32"], grads["bf16-mixed"])  # bf16 ran, close
+    assert abs(float(grads["fp32/loss"] - grads["bf16-mixed/loss"])) < 1e-2
