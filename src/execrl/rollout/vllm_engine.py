@@ -46,7 +46,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, Listener
@@ -128,6 +128,9 @@ class VLLMEngine:
         self.workdir = Path(tempfile.mkdtemp(prefix="execrl-vllm-", dir=_shm_dir()))
         self.lora: tuple[str, int, str] | None = None  # the adapter version requests use
         self.sync: WeightSync | None = None
+        # LoRA: writes a model's adapters as a PEFT directory (components.setup passes execrl.trainer.lora's
+        # writer: the rollout layer sits below the trainer's).
+        self.adapter_writer: Callable[[torch.nn.Module, Path], None] | None = None
         self._pending: dict[int, tuple[Future[Any], Any]] = {}
         self._lock = threading.Lock()
         self._next_id = 1
