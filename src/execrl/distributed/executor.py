@@ -14,7 +14,9 @@ score call runs on the actors (its ``sandbox`` and ``reward`` stay the driver's,
 and the final evaluation, which run on the driver).
 
 In-process: the engine shares the trainer's model object, so weights are always current and a debugger
-steps straight through. Ray (``ray_executor.py``, the only module that imports ``ray``): rollout worker
+steps straight through; an engine with weights of its own (``rollout.engine=vllm``: another process) gets
+them in ``publish_weights``, through its verified ``sync_weights``, and the step's ``sync/*`` metrics come
+back from ``step_metrics``. Ray (``ray_executor.py``, the only module that imports ``ray``): rollout worker
 actors with their own engine and model replica, sandbox worker actors that also compute the rewards
 next to their sandboxes, and the trainer driver (the ``execrl train`` process, placed where you start
 it). Resources are declared per role in ``executor.*`` (CPUs, GPUs).
@@ -59,10 +61,12 @@ class Executor(Protocol):
 
 @dataclass
 class InProcessExecutor:
-    """Runs the ``GroupSampler`` in this process (the default; nothing to move, nothing to retry)."""
+    """Runs the ``GroupSampler`` in this process (the default; nothing to move, nothing to retry, unless the
+    engine holds weights of its own: then ``publish_weights`` syncs them)."""
 
     sampler: GroupSampler
     version: int = 0
+    sync_metrics: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def __call__(self, step: int, tasks: list[Task], round_: int) -> tuple[RolloutBatch, list[Score]]:
         return self.sampler(step, tasks, round_)
@@ -71,10 +75,17 @@ class InProcessExecutor:
         return dataclasses.replace(self.sampler, engine=engine)  # ``engine`` holds ``version`` already
 
     def publish_weights(self, model: torch.nn.Module, *, version: int) -> None:
-        self.version = version  # the engine generates with ``model`` itself: nothing to send
+        """Nothing to send when the engine generates with ``model`` itself; an engine with a ``sync_weights``
+        (vLLM's process) gets the weights, verified (``vllm_sync.SyncError`` stops the run)."""
+        self.version = version
+        sync = getattr(self.sampler.engine, "sync_weights", None)
+        if sync is not None:
+            self.sync_metrics = sync(model, version).metrics()
 
     def step_metrics(self, step: int) -> dict[str, float]:
-        return {}  # nothing moved, nothing retried: the in-process run's metrics stay as they were
+        """The last sync's ``sync/*`` metrics (an engine of its own), else none: nothing moved or retried."""
+        metrics, self.sync_metrics = self.sync_metrics, {}
+        return metrics
 
     def close(self) -> None:
         """Nothing to release."""

@@ -34,6 +34,7 @@ class RolloutWorker:
         # With lora.fold_for_sampling: over a folded copy, refolded when load_weights writes new adapters.
         self.engine = setup.rollout_engine(config, model, tokenizer)
         self.version = -1  # no weights received yet: generate refuses until the first load
+        self.last_sync: dict[str, float] = {}  # the engine's last verified sync (rollout.engine=vllm)
 
     def load_weights(self, version: int, state: dict[str, Any]) -> int:
         """Copy ``state`` (a CPU state dict from the object store; with LoRA the adapters' only) into the
@@ -47,6 +48,9 @@ class RolloutWorker:
                 load_adapter_state_dict(self.model, state)
             else:
                 self.model.load_state_dict(state, strict=True)
+        sync = getattr(self.engine, "sync_weights", None)
+        if sync is not None:  # rollout.engine=vllm: the replica's weights go on into this worker's engine
+            self.last_sync = sync(self.model, version).metrics()
         self.version = version
         return version
 

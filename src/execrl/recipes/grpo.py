@@ -26,6 +26,7 @@ from execrl.config import ConfigError, TrainConfig
 from execrl.distributed import Executor
 from execrl.recipes.audit import audit_step
 from execrl.recipes.batch import (
+    engine_corrected,
     logprob_gap,
     logprob_gap_metric,
     overlong_filtered,
@@ -83,12 +84,18 @@ def train_step(run: Run, step: int, *, executor: Executor) -> dict[str, float]:
         groups.rollout, inject_nan_loss(run, step, advantages), overlong_filtered(run, groups.rollout, valid),
         old_logprobs_from_rollout=run.old_logprobs_from_rollout,
     )  # fmt: skip
-    gap = None if run.old_logprobs_from_rollout else logprob_gap(run, batch, groups.rollout)
+    gap = (
+        None
+        if run.old_logprobs_from_rollout or run.engine_correction
+        else logprob_gap(run, batch, groups.rollout)
+    )
+    batch, correction = engine_corrected(run, batch, groups.rollout)  # vLLM: old log-probs recomputed, TIS
     metrics = policy_update(  # clipped policy-gradient loss (+ KL to the reference if kl_coef > 0), AdamW
         run.model, run.optimizer, run.lr_scheduler, batch, tcfg, ref_model=run.ref_model
     )
     t2 = time.perf_counter()
     metrics.update(logprob_gap_metric(gap, metrics))  # generation vs training log-probs
+    metrics.update(correction)  # with an engine of its own: the mismatch over all tokens, TIS statistics
     metrics.update(step_metrics(run, step, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))
     metrics.update(audit_step(run.run_dir, step, groups, executor.sampler, config, step_s=t2 - t0))
     metrics.update(publish_weights(run, executor, step))  # version step + 1 out; executor/* metrics

@@ -105,6 +105,7 @@ class Run:
     prompt_stages: tuple[PromptStage[Task], ...] = ()  # the prompt-length cap's stages (() = not computed)
     stop: Stop | None = None
     behaviour_model: PreTrainedModel | None = None  # async: the weights the in-flight rollout samples with
+    engine_correction: bool = False  # an engine apart from the trainer's forward (vLLM): recompute, TIS
 
     @property
     def extra_modules(self) -> dict[str, torch.nn.Module] | None:
@@ -138,6 +139,8 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
     optimizer = build_optimizer(model, tcfg, extra_modules=(value_head,) if value_head is not None else ())
     suites = setup.load_suites(config.tasks.suites, "train", config.tasks.max_difficulty)
     stages = training_prompt_stages(config, suites, model, tokenizer)
+    engine = setup.rollout_engine(config, model, tokenizer)  # LoRA: over a folded copy (lora_fold.py)
+    external = hasattr(engine, "sync_weights")  # weights of its own (vLLM): not the trainer's forward
     run = Run(
         config=config,
         run_dir=run_dir,
@@ -149,9 +152,10 @@ def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
         optimizer=optimizer,
         lr_scheduler=build_lr_scheduler(optimizer, tcfg),
         tasks=task_scheduler(config, suites=suites, prompt_stages=stages),
-        engine=setup.rollout_engine(config, model, tokenizer),  # LoRA: over a folded copy (lora_fold.py)
+        engine=engine,
         start_step=0,
-        old_logprobs_from_rollout=rollout_logprobs_exact(config, tcfg),
+        old_logprobs_from_rollout=rollout_logprobs_exact(config, tcfg) and not external,
+        engine_correction=external and config.algorithm.engine_correction,
         length=length_curriculum(config),
         prompt_stages=stages,
         behaviour_model=behaviour_copy(model) if config.algorithm.async_steps else None,
@@ -240,11 +244,22 @@ def single_turn_session(config: TrainConfig, resume_dir: Path | None) -> Iterato
             run.engine, run.tokenizer, sandbox, setup.reward_config(config), setup.sampling_params(config),
             seed=config.run.seed, length_cap=run.length.cap,
         )  # fmt: skip
-        with closing(build_executor(config, sampler)) as executor:
+        with closing(build_executor(config, sampler)) as executor, engine_closed(run.engine):
             executor.publish_weights(run.model, version=run.start_step)
             if config.eval.enabled:
                 evaluate_checkpoint_once(run.run_dir, "base", run.engine, config, sandbox)
             yield Session(run, telemetry, sandbox, executor, started)
+
+
+@contextmanager
+def engine_closed(engine: Engine) -> Iterator[None]:
+    """Stop an engine that runs apart from this process (``rollout.engine=vllm``) when the session ends."""
+    try:
+        yield
+    finally:
+        close = getattr(engine, "close", None)
+        if close is not None:
+            close()
 
 
 def finish_session(session: Session, last_step: int) -> TrainOutcome:
@@ -265,6 +280,8 @@ def trained_engine(run: Run) -> Engine:
     ``lora.fold_for_sampling`` the run's engine already samples such a copy (the same fold arithmetic), so
     no second one is made."""
     if not has_adapters(run.model) or run.config.lora.fold_for_sampling:
+        return run.engine
+    if getattr(run.engine, "serves_adapters", False):  # vLLM serves the synced adapter itself
         return run.engine
     merged = merged_copy(run.model)
     return create_engine(run.config.rollout.engine, model=merged, tokenizer=run.tokenizer)

@@ -25,6 +25,7 @@ from execrl.config import ConfigError, TrainConfig
 from execrl.distributed import Executor
 from execrl.recipes.audit import audit_step
 from execrl.recipes.batch import (
+    engine_corrected,
     logprob_gap,
     logprob_gap_metric,
     overlong_filtered,
@@ -80,17 +81,23 @@ def train_step(run: Run, step: int, *, executor: Executor) -> dict[str, float]:
         overlong_filtered(run, groups.rollout, valid),  # DAPO overlong filtering (off: valid)
         old_logprobs_from_rollout=run.old_logprobs_from_rollout,
     )
-    gap = None if run.old_logprobs_from_rollout else logprob_gap(run, batch, groups.rollout)
+    gap = (
+        None
+        if run.old_logprobs_from_rollout or run.engine_correction
+        else logprob_gap(run, batch, groups.rollout)
+    )
     batch = ppo_targets(  # old values of the value head, GAE advantages (whitened), returns: [N, S] each
         run.model, run.value_head, batch, rewards, gamma=tcfg.gamma, lam=tcfg.gae_lambda
     )
     batch = dataclasses.replace(batch, advantages=inject_nan_loss(run, step, batch.advantages))
+    batch, correction = engine_corrected(run, batch, groups.rollout)  # vLLM: old log-probs recomputed, TIS
     metrics = policy_update(  # clipped policy loss + clipped value loss (+ KL if kl_coef > 0), AdamW
         run.model, run.optimizer, run.lr_scheduler, batch, tcfg, ref_model=run.ref_model,
         value_model=run.value_head,
     )  # fmt: skip
     t2 = time.perf_counter()
     metrics.update(logprob_gap_metric(gap, metrics))  # generation vs training log-probs
+    metrics.update(correction)  # with an engine of its own: the mismatch over all tokens, TIS statistics
     metrics.update(step_metrics(run, step, groups, weights, sample_s=t1 - t0, update_s=t2 - t1))
     metrics.update(audit_step(run.run_dir, step, groups, executor.sampler, config, step_s=t2 - t0))
     metrics.update(publish_weights(run, executor, step))  # version step + 1 out; executor/* metrics

@@ -58,7 +58,7 @@ import torch
 from execrl.rollout.types import FinishReason, RolloutBatch, RolloutStats, SamplingParams
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from execrl.rollout.vllm_sync import SyncReport, WeightSync
 
@@ -137,6 +137,37 @@ class VLLMEngine:
         self.process, self.conn, self.info = self._start(model_dir)
         self._finalizer = weakref.finalize(self, _stop, self.process, self.conn, self.workdir)
         threading.Thread(target=self._read, name="execrl-vllm-reader", daemon=True).start()
+
+    @classmethod
+    def for_model(
+        cls, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, settings: VLLMSettings
+    ) -> VLLMEngine:
+        """An engine for ``model``: the engine starts from the directory it was loaded from (its weights are
+        replaced by the first ``sync_weights``), or from a copy saved for it (a model built in memory)."""
+        from execrl.rollout.hf_engine import resolve_eos_token_ids
+
+        engine_python(settings)  # the one-line error before anything is written
+        source = Path(str(getattr(model, "name_or_path", "") or ""))
+        staged = Path(tempfile.mkdtemp(prefix="execrl-vllm-model-"))
+        if str(source) not in ("", ".") and (source / "config.json").exists():
+            for item in source.iterdir():
+                if (
+                    item.name in ("config.json", "generation_config.json")
+                    or item.suffix == ".safetensors"
+                    or item.name.endswith(".safetensors.index.json")
+                ):
+                    (staged / item.name).symlink_to(item.resolve())
+        else:
+            model.save_pretrained(staged)
+        tokenizer.save_pretrained(staged)  # the run's tokenizer, whatever the directory holds
+        try:
+            engine = cls(
+                staged, tokenizer=tokenizer, eos_token_ids=resolve_eos_token_ids(model, tokenizer),
+                settings=settings, vocab_size=int(model.config.vocab_size),
+            )  # fmt: skip
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)  # the engine has read it (a LoRA run keeps the base)
+        return engine
 
     # -- process ----------------------------------------------------------------------------------------
     def _start(self, model_dir: Path) -> tuple[subprocess.Popen[bytes], Connection, dict[str, Any]]:
@@ -236,7 +267,9 @@ class VLLMEngine:
         return self._send(op, payload).result()
 
     # -- generation -------------------------------------------------------------------------------------
-    def submit(self, prompt_token_ids: Sequence[Sequence[int]], params: SamplingParams) -> Future[RolloutBatch]:
+    def submit(
+        self, prompt_token_ids: Sequence[Sequence[int]], params: SamplingParams
+    ) -> Future[RolloutBatch]:
         """Start sampling now, joining whatever batch the engine is running; the future's result is the
         ``RolloutBatch`` ``generate`` would return (samples reproducible in distribution only)."""
         return self._submit(prompt_token_ids, params, seeded=False)
@@ -257,14 +290,15 @@ class VLLMEngine:
                 f"{self.info['max_model_len']} (vllm.max_model_len)"
             )
         stops = set(params.stop_token_ids) | (set() if params.ignore_eos else set(self.eos_token_ids))
-        vllm_params = {
+        vllm_params: dict[str, Any] = {
             "n": params.samples_per_prompt, "max_tokens": params.max_new_tokens,
             "temperature": params.temperature, "top_p": params.top_p, "top_k": params.top_k or 0,
             "stop": list(params.stop_strings), "stop_token_ids": sorted(stops), "ignore_eos": True,
             "include_stop_str_in_output": True, "logprobs": 0, "skip_special_tokens": True,
         }  # fmt: skip
-        payload = {"prompts": prompts, "params": vllm_params, "seed": params.seed if seeded else None}
-        payload["lora"] = self.lora
+        payload: dict[str, Any] = {
+            "prompts": prompts, "params": vllm_params, "seed": params.seed if seeded else None, "lora": self.lora,
+        }  # fmt: skip
         started = time.perf_counter()
 
         def assemble(results: list[Any]) -> RolloutBatch:
@@ -288,7 +322,9 @@ class VLLMEngine:
             sampled.zero_()
         same = params.temperature == 1.0 and params.top_k == 0 and params.top_p == 1.0
         logprobs = sampled.clone() if same else torch.full_like(sampled, math.nan).masked_fill(~mask, 0.0)
-        reasons: tuple[FinishReason, ...] = tuple("length" if r == "length" else "stop" for _, _, r, _ in rows)
+        reasons: tuple[FinishReason, ...] = tuple(
+            "length" if r == "length" else "stop" for _, _, r, _ in rows
+        )
         generated = int(mask.sum())
         stats = RolloutStats(
             prefill_s=0.0, decode_s=total_s, total_s=total_s, prompt_tokens=sum(len(p) for p in prompts),
@@ -345,7 +381,9 @@ def _accept(listener: Listener, process: subprocess.Popen[bytes], log_path: Path
         thread.join(0.2)
     if not result:
         process.kill()
-        raise EngineUnavailable(f"the vLLM engine process did not connect: {_tail(log_path)} (log: {log_path})")
+        raise EngineUnavailable(
+            f"the vLLM engine process did not connect: {_tail(log_path)} (log: {log_path})"
+        )
     return result[0]
 
 

@@ -79,7 +79,7 @@ def _register_shm_backend() -> None:
         initialize_layerwise_reload,
     )
 
-    class ShmWeightTransferEngine(WeightTransferEngine):  # type: ignore[misc,type-arg]
+    class ShmWeightTransferEngine(WeightTransferEngine):  # type: ignore[misc]
         init_info_cls = dict
         update_info_cls = dict
 
@@ -289,7 +289,6 @@ class Server:
         as training's are), then every token's log-prob recomputed (``prompt_logprobs`` skips the cache)."""
         from vllm import SamplingParams
         from vllm.lora.request import LoRARequest
-
         from vllm.sampling_params import RequestOutputKind
 
         request = LoRARequest(*lora) if lora else None

@@ -34,6 +34,7 @@ in bf16 the tolerance (a) is wide (bf16 log-probs differ from fp32 by up to ~0.5
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -155,14 +156,18 @@ class WeightSync:
     def __init__(self, engine: VLLMEngine) -> None:
         self.engine = engine
         self.wire = getattr(torch, engine.settings.dtype)
-        inverse = {sub: fused for fused, subs in engine.info["packed_modules_mapping"].items() for sub in subs}
+        inverse = {
+            sub: fused for fused, subs in engine.info["packed_modules_mapping"].items() for sub in subs
+        }
         self.packed = inverse
         self.buckets: list[_Bucket] = []
         self.buffer: torch.Tensor | None = None
         self.path = engine.workdir / "weights.bin"
         self.fingerprints: dict[str, int] = {}
         self.previous_probe: list[float] | None = None
-        self.probe_ids: list[int] = engine.tokenizer.encode(PROBE_TEXT, add_special_tokens=False)[:PROBE_TOKENS]
+        self.probe_ids: list[int] = engine.tokenizer.encode(PROBE_TEXT, add_special_tokens=False)[
+            :PROBE_TOKENS
+        ]
         self.drop_tensors: set[str] = set()  # test hook: names left out of the next sync (a partial sync)
         self.corrupt_bucket: int | None = None  # test hook: bucket whose bytes change after the checksum
         engine.call("init_transfer", init_info={})
@@ -183,7 +188,7 @@ class WeightSync:
         )  # fmt: skip
 
     # -- full weights ----------------------------------------------------------------------------------
-    def _stage(self, params: list[tuple[str, torch.Tensor]]) -> torch.Tensor:
+    def _stage(self, params: Sequence[tuple[str, torch.Tensor]]) -> torch.Tensor:
         shapes = [(name, tuple(p.shape)) for name, p in params]
         if not self.buckets or [s.name for b in self.buckets for s in b.slots] != [n for n, _ in shapes]:
             size = self.engine.settings.bucket_mib << 20
@@ -209,7 +214,9 @@ class WeightSync:
             for b in self.buckets
             for s in b.slots
         }
-        changed_layers = {layer_key(n, self.packed) for n, v in prints.items() if self.fingerprints.get(n) != v}
+        changed_layers = {
+            layer_key(n, self.packed) for n, v in prints.items() if self.fingerprints.get(n) != v
+        }
         moved = any(self.fingerprints.get(n) != v for n, v in prints.items()) or not self.fingerprints
         send_all = not self.engine.settings.delta or not self.fingerprints
         infos, sent = [], {}
@@ -220,7 +227,9 @@ class WeightSync:
             data = buffer[bucket.offset : bucket.offset + bucket.nbytes]
             sent[bucket.index] = (checksum(data), len(slots), slots)
             infos.append(self._update_info(bucket, slots, sent[bucket.index][0]))
-        if self.corrupt_bucket is not None and self.corrupt_bucket in sent:  # test hook: bytes change in transit
+        if (
+            self.corrupt_bucket is not None and self.corrupt_bucket in sent
+        ):  # test hook: bytes change in transit
             bucket = self.buckets[self.corrupt_bucket]
             buffer[bucket.offset : bucket.offset + 64].bitwise_not_()
         self.engine.call("start_update")
@@ -248,22 +257,30 @@ class WeightSync:
             if index not in got:
                 raise SyncError(f"{where} never reached the engine")
             if got[index]["checksum"] != digest:
-                raise SyncError(f"{where}: checksum of the bytes received {got[index]['checksum']} != sent {digest}")
+                raise SyncError(
+                    f"{where}: checksum of the bytes received {got[index]['checksum']} != sent {digest}"
+                )
             if got[index]["tensors"] != count:
-                raise SyncError(f"{where}: the engine loaded {got[index]['tensors']} tensors, {count} were sent")
+                raise SyncError(
+                    f"{where}: the engine loaded {got[index]['tensors']} tensors, {count} were sent"
+                )
 
     # -- LoRA ------------------------------------------------------------------------------------------
     def _push_adapters(self, model: torch.nn.Module, version: int) -> tuple[bool, int]:
         """The adapters as a PEFT directory under a fresh id (``version + 1``); the old one is dropped."""
         writer = self.engine.adapter_writer
         if writer is None:
-            raise SyncError("a model with LoRA adapters needs VLLMEngine.adapter_writer (components.setup sets it)")
+            raise SyncError(
+                "a model with LoRA adapters needs VLLMEngine.adapter_writer (components.setup sets it)"
+            )
         path = self.engine.workdir / f"lora-v{version}"
         writer(model, path)
         size = sum(f.stat().st_size for f in Path(path).iterdir())
         old = self.engine.lora
         lora = (f"execrl-v{version}", version + 1, str(path))
-        self.engine.call("load_lora", name=lora[0], lora_id=lora[1], path=lora[2], drop=[old[1]] if old else [])
+        self.engine.call(
+            "load_lora", name=lora[0], lora_id=lora[1], path=lora[2], drop=[old[1]] if old else []
+        )
         self.engine.lora = lora
         return True, size
 
@@ -298,7 +315,9 @@ class WeightSync:
                 f"(mean {float(fresh.mean()):.3g}, at probe token {int(fresh.argmax()) + 1}), beyond "
                 f"{tol.max_abs:g} / {tol.mean_abs:g}: stale or partial weights"
             )
-        if float(cached.max()) > tol.max_abs or float(cached.mean()) > max(tol.mean_abs, 10 * float(fresh.mean())):
+        if float(cached.max()) > tol.max_abs or float(cached.mean()) > max(
+            tol.mean_abs, 10 * float(fresh.mean())
+        ):
             raise SyncError(
                 f"{where}: through the prefix cache the next-token log-probs differ from the trainer's by "
                 f"{float(cached.max()):.3g} (recomputed: {float(fresh.max()):.3g}): a stale prefix cache"
