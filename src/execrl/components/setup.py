@@ -150,6 +150,14 @@ def sampling_engine(
     return engine
 
 
+def check_engine(config: TrainConfig) -> None:
+    """``rollout.engine=vllm`` without its environment: ``EngineUnavailable`` (one line: how to build it)."""
+    if config.rollout.engine == "vllm":
+        from execrl.rollout.vllm_engine import VLLMSettings, engine_python
+
+        engine_python(build(VLLMSettings, config.vllm, max_lora_rank=0, seed=config.run.seed))
+
+
 def vllm_engine(config: TrainConfig, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Engine:
     """vLLM in its own process with ``[vllm]``'s settings (``execrl.rollout.vllm_engine``). Its weights come
     by ``sync_weights`` (the executor's ``publish_weights``); with LoRA the adapters are hot-swapped per

@@ -126,6 +126,7 @@ def rollout_logprobs_exact(config: TrainConfig, tcfg: TrainerConfig) -> bool:
 
 
 def setup_run(config: TrainConfig, resume_dir: Path | None) -> Run:
+    setup.check_engine(config)  # an engine that cannot start fails here, before a run directory is made
     run_dir = resume_dir if resume_dir is not None else setup.new_run_dir(config)
     if resume_dir is None:
         setup.write_run_files(run_dir, config)
