@@ -166,7 +166,9 @@ def test_a_bucket_changed_in_transit_is_named(engine: VLLMEngine, model: torch.n
     perturb(model, seed=30)
     engine.sync.corrupt_bucket = 1
     try:
-        with pytest.raises(SyncError, match=r"sync v30: bucket 1 \(.*\.\. .*\): checksum of the bytes received"):
+        with pytest.raises(
+            SyncError, match=r"sync v30: bucket 1 \(.*\.\. .*\): checksum of the bytes received"
+        ):
             engine.sync_weights(model, 30)
     finally:
         engine.sync.corrupt_bucket = None

@@ -157,8 +157,11 @@ class VLLMEngine:
                     or item.name.endswith(".safetensors.index.json")
                 ):
                     (staged / item.name).symlink_to(item.resolve())
-        else:
-            model.save_pretrained(staged)
+        else:  # the base weights only: LoRA layers keep theirs under ``base_layer`` (adapters come by sync)
+            state = {
+                k.replace(".base_layer.", "."): v for k, v in model.state_dict().items() if ".lora_" not in k
+            }
+            model.save_pretrained(staged, state_dict=state)
         tokenizer.save_pretrained(staged)  # the run's tokenizer, whatever the directory holds
         try:
             engine = cls(
