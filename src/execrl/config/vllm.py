@@ -32,7 +32,8 @@ class VLLMSection(Section):
     threads: int = Field(2, ge=1, description="OpenMP threads of the engine process")
     transfer_backend: str = Field(
         "auto",
-        description="weight transfer: auto (execrl_shm, shared memory, on CPU; vLLM's nccl on CUDA) | "
+        description="weight transfer: auto (vLLM's nccl where >= 2 GPUs are visible, the engine on the last: "
+        "NCCL refuses two ranks on one GPU; execrl_shm, shared memory, otherwise: CPU, or one GPU) | "
         "execrl_shm | nccl",
     )
     delta: bool = Field(

@@ -60,6 +60,16 @@ class RolloutWorker:
             raise StaleWeights(f"weights version {self.version} < {min_version} (the staleness bound)")
         return self.engine.generate(prompts, params), self.version
 
+    def sync_metrics(self) -> dict[str, float]:
+        """The ``sync/*`` metrics of the last verified sync into this worker's engine (none without one)."""
+        return dict(self.last_sync)
+
+    def close(self) -> None:
+        """Stop an engine that runs apart from this worker (``rollout.engine=vllm``)."""
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
+
     def pid(self) -> int:
         return os.getpid()
 

@@ -84,7 +84,9 @@ class VLLMSettings:
     gpu_memory_utilization: float = 0.2  # CPU: the share of host RAM vLLM may plan for (0.9 refuses to start)
     eager: bool = True  # no Inductor compile (about 2 minutes per start on 2 cores)
     threads: int = 2  # OMP threads of the engine process (vLLM drops to 1 without it)
-    transfer_backend: str = "auto"  # auto: execrl_shm on CPU, vLLM's nccl on CUDA
+    transfer_backend: str = (
+        "auto"  # auto: vLLM's nccl with >= 2 GPUs (the engine on the last), else execrl_shm
+    )
     delta: bool = False  # send only the layers whose bytes changed since the last sync
     bucket_mib: int = 256
     verify_max_abs: float = 0.0  # 0: by the two sides' precisions (vllm_sync.tolerance)
@@ -179,11 +181,15 @@ class VLLMEngine:
         address = str(self.workdir / "engine.sock")
         log_path = self.workdir / "engine.log"
         backend = self.settings.transfer_backend
-        if backend == "auto":
-            backend = "nccl" if torch.cuda.is_available() else "execrl_shm"
+        if backend == "auto":  # NCCL needs the engine on a GPU of its own (two ranks on one GPU: refused)
+            backend = "nccl" if torch.cuda.device_count() >= 2 else "execrl_shm"
+        env = self._env(authkey)
+        if backend == "nccl":  # the engine on the last visible GPU, the trainer's sends from cuda:0
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+            env["CUDA_VISIBLE_DEVICES"] = visible[-1] if visible[-1] else str(torch.cuda.device_count() - 1)
         with Listener(address, family="AF_UNIX", authkey=authkey) as listener, open(log_path, "wb") as log:
             process = subprocess.Popen(  # -P: this directory's types.py must not shadow the stdlib's
-                [str(python), "-P", str(SERVER), address], env=self._env(authkey), stdout=log, stderr=log,
+                [str(python), "-P", str(SERVER), address], env=env, stdout=log, stderr=log,
                 stdin=subprocess.DEVNULL,
             )  # fmt: skip
             conn = _accept(listener, process, log_path)

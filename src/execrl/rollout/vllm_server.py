@@ -157,7 +157,27 @@ class Server:
         self.calls: dict[str, tuple[int, int, int, float]] = {}  # vLLM request id -> (call, prompt, of, t0)
         self.results: dict[int, list[Any]] = {}
         self.loras: dict[int, Any] = {}
+        self.timings = {"step_s": 0.0, "model_s": 0.0, "steps": 0.0}
+        self._time_model_calls()
         threading.Thread(target=self._read, daemon=True).start()
+
+    def _time_model_calls(self) -> None:
+        """Count the seconds spent in the model (forward and sampling) apart from the engine's own work
+        (scheduling, detokenizing, outputs): ``op_timings``, the profile of ``execrl bench engines``."""
+        runner, timings = self.model_runner, self.timings
+        for name in ("execute_model", "sample_tokens"):
+            original = getattr(runner, name, None)
+            if original is None:
+                continue
+
+            def timed(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                start = time.perf_counter()
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    timings["model_s"] += time.perf_counter() - start
+
+            setattr(runner, name, timed)
 
     def _read(self) -> None:
         while True:
@@ -219,7 +239,11 @@ class Server:
             self.engine.add_request(rid, {"prompt_token_ids": prompt}, params, lora_request=request)
 
     def _step(self) -> None:
-        for output in self.engine.step():
+        start = time.perf_counter()
+        outputs = self.engine.step()
+        self.timings["step_s"] += time.perf_counter() - start
+        self.timings["steps"] += 1
+        for output in outputs:
             if not output.finished:
                 continue
             ident, index, _, t0 = self.calls.pop(output.request_id)
@@ -245,6 +269,12 @@ class Server:
             "pid": os.getpid(),
             "max_model_len": int(self.engine.model_config.max_model_len),
         }
+
+    def op_timings(self) -> dict[str, float]:
+        """Seconds in ``engine.step`` and, of those, in the model since the last call (then reset)."""
+        out = dict(self.timings)
+        self.timings.update(step_s=0.0, model_s=0.0, steps=0.0)
+        return out
 
     def op_fault(self, names: list[str]) -> None:
         """Test hooks that reproduce the stale-state bugs: ``no_load`` (a sync that moves nothing),

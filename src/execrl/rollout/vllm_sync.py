@@ -23,8 +23,9 @@ One sync (``WeightSync.__call__``, after each update):
 
 LoRA (a policy with adapters): the adapters are written as a PEFT directory and hot-swapped under a fresh
 adapter id per version (vLLM serves a re-used id from its cache: the old adapter); the probe then runs with
-the new adapter. GPU: the same steps with vLLM's ``nccl`` backend (the trainer side is vLLM's own
-``NCCLTrainerWeightTransferEngine``, imported from the engine environment); written, not run here (no GPU).
+the new adapter. GPU: the same steps with vLLM's ``nccl`` backend where the engine has a GPU of its own (the
+trainer side is vLLM's own ``NCCLTrainerWeightTransferEngine``, imported from the engine environment);
+written, not run here (no GPU); on a single GPU ``execrl_shm`` (the engine copies the buckets to the device).
 
 Limits: the checksum is a word sum (it catches missing, short, zeroed or stale buckets, not an adversary);
 in bf16 the tolerance (a) is wide (bf16 log-probs differ from fp32 by up to ~0.5 on this model), so there
@@ -170,7 +171,9 @@ class WeightSync:
         ]
         self.drop_tensors: set[str] = set()  # test hook: names left out of the next sync (a partial sync)
         self.corrupt_bucket: int | None = None  # test hook: bucket whose bytes change after the checksum
-        engine.call("init_transfer", init_info={})
+        self.nccl: Any = None  # vLLM's trainer-side NCCL engine (transfer_backend nccl, CUDA)
+        if engine.info["transfer_backend"] != "nccl":
+            engine.call("init_transfer", init_info={})
 
     def __call__(self, model: torch.nn.Module, version: int) -> SyncReport:
         started = time.perf_counter()
@@ -207,6 +210,8 @@ class WeightSync:
         return self.buffer
 
     def _push_full(self, model: torch.nn.Module, version: int) -> tuple[bool, tuple[int, int, int, int]]:
+        if self.engine.info["transfer_backend"] == "nccl":
+            return self._push_nccl(model)
         params = [(name, p) for name, p in model.named_parameters() if name not in self.drop_tensors]
         buffer = self._stage(params)
         prints = {
@@ -264,6 +269,16 @@ class WeightSync:
                 raise SyncError(
                     f"{where}: the engine loaded {got[index]['tensors']} tensors, {count} were sent"
                 )
+
+    def _push_nccl(self, model: torch.nn.Module) -> tuple[bool, tuple[int, int, int, int]]:
+        """GPU: vLLM's own NCCL backend (packed broadcast into the engine's buffers, then the same layerwise
+        reload, head step and cache reset); checks (a) and (b) run as on CPU, (c) does not (vLLM receives).
+        Written against vLLM 0.32's API and not run here: no GPU (``scripts/gpu_check.sh`` runs it)."""
+        if self.nccl is None:
+            self.nccl = nccl_sender(self.engine, model, self.wire)
+        self.nccl.send_weights()
+        params = list(model.parameters())
+        return True, (sum(p.numel() * self.wire.itemsize for p in params), len(params), 1, 0)
 
     # -- LoRA ------------------------------------------------------------------------------------------
     def _push_adapters(self, model: torch.nn.Module, version: int) -> tuple[bool, int]:
@@ -331,6 +346,56 @@ class WeightSync:
         if settings.verify_max_abs > 0:
             return Tolerance(max_abs=settings.verify_max_abs, mean_abs=settings.verify_max_abs)
         return tolerance(settings.dtype, trainer_dtype)
+
+
+def nccl_sender(engine: VLLMEngine, model: torch.nn.Module, wire: torch.dtype) -> Any:
+    """vLLM's ``NCCLTrainerWeightTransferEngine`` over ``model``, its control plane our connection. vLLM is
+    not importable in execrl's venv, so its package is appended to ``sys.path`` from the engine's venv
+    (after execrl's own packages, which keep precedence) for the trainer-side NCCL code only."""
+    import socket
+    import subprocess
+    import sys
+
+    from execrl.rollout.vllm_engine import engine_python
+
+    purelib = subprocess.run(
+        [str(engine_python(engine.settings)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    if purelib not in sys.path:
+        sys.path.append(purelib)
+    from vllm.distributed.weight_transfer.base import ParamMeta, WeightSource
+    from vllm.distributed.weight_transfer.nccl_engine import (
+        NCCLTrainerInitInfo,
+        NCCLTrainerWeightTransferEngine,
+    )
+
+    class Source(WeightSource):  # type: ignore[misc]
+        def metadata(self) -> list[Any]:
+            return [ParamMeta(n, wire, tuple(p.shape)) for n, p in model.named_parameters()]
+
+        def __iter__(self) -> Any:
+            for name, param in model.named_parameters():
+                yield name, param.detach().to("cuda", wire).contiguous()
+
+    class Client:
+        def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
+            engine.call("init_transfer", init_info=init_info)
+
+        def start_weight_update(self) -> None:
+            engine.call("start_update")
+
+        def update_weights(self, update_info: Any) -> None:
+            engine.call("update", update_info=update_info)
+
+        def finish_weight_update(self, weight_version: str | None = None) -> None:
+            engine.call("finish_update")
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    info = NCCLTrainerInitInfo(master_address="127.0.0.1", master_port=port, world_size=2, rank=0)
+    return NCCLTrainerWeightTransferEngine.trainer_init(info, client=Client(), source=Source())
 
 
 def _padded(nbytes: int) -> int:
