@@ -99,6 +99,24 @@ def test_a_seeded_generate_reproduces_and_another_seed_differs(
     assert not torch.equal(one.completion_ids, other.completion_ids)
 
 
+def test_a_fresh_engine_reproduces_a_seeded_call(
+    engine: VLLMEngine, model: torch.nn.Module, prompts: list[list[int]]
+) -> None:
+    """``--resume`` starts a new engine process and syncs the checkpoint's weights into it: a seeded call
+    must then give the tokens the running engine gives (what makes a resumed run's rollouts the same)."""
+    params = SamplingParams(samples_per_prompt=4, max_new_tokens=16, temperature=1.0, ignore_eos=True, seed=3)
+    engine.sync_weights(model, 50)
+    expected = engine.generate(prompts, params)
+    fresh = VLLMEngine.for_model(model, default_tokenizer(), settings=engine.settings)
+    try:
+        fresh.sync_weights(model, 50)
+        again = fresh.generate(prompts, params)
+    finally:
+        fresh.close()
+    assert torch.equal(expected.completion_ids, again.completion_ids)
+    assert torch.equal(expected.sampling_logprobs, again.sampling_logprobs)
+
+
 def test_many_concurrent_single_sample_submits(engine: VLLMEngine) -> None:
     """Each episode's next turn, submitted as soon as it is ready: every call gets its own prompt's row."""
     tokenizer = default_tokenizer()

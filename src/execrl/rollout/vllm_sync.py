@@ -191,7 +191,9 @@ class WeightSync:
         )  # fmt: skip
 
     # -- full weights ----------------------------------------------------------------------------------
-    def _stage(self, params: Sequence[tuple[str, torch.Tensor]]) -> torch.Tensor:
+    def _stage(self, params: Sequence[tuple[str, torch.Tensor]]) -> tuple[torch.Tensor, dict[str, int]]:
+        """Cast and copy every tensor into its slot; each slot's checksum is taken right after its copy
+        (while it is in cache). The bytes between slots stay zero, so a bucket's checksum is its slots' sum."""
         shapes = [(name, tuple(p.shape)) for name, p in params]
         if not self.buckets or [s.name for b in self.buckets for s in b.slots] != [n for n, _ in shapes]:
             size = self.engine.settings.bucket_mib << 20
@@ -200,25 +202,21 @@ class WeightSync:
             self.path.write_bytes(b"")
             self.buffer = torch.from_file(str(self.path), shared=True, size=total, dtype=torch.uint8)
         assert self.buffer is not None
-        tensors = dict(params)
+        tensors, prints = dict(params), {}
         with torch.no_grad():
             for bucket in self.buckets:
                 for slot in bucket.slots:
                     start = bucket.offset + slot.offset
                     view = self.buffer[start : start + slot.nbytes].view(self.wire)
                     view.copy_(tensors[slot.name].detach().reshape(-1))
-        return self.buffer
+                    prints[slot.name] = checksum(self.buffer[start : start + _padded(slot.nbytes)])
+        return self.buffer, prints
 
     def _push_full(self, model: torch.nn.Module, version: int) -> tuple[bool, tuple[int, int, int, int]]:
         if self.engine.info["transfer_backend"] == "nccl":
             return self._push_nccl(model)
         params = [(name, p) for name, p in model.named_parameters() if name not in self.drop_tensors]
-        buffer = self._stage(params)
-        prints = {
-            s.name: checksum(buffer[b.offset + s.offset : b.offset + s.offset + _padded(s.nbytes)])
-            for b in self.buckets
-            for s in b.slots
-        }
+        buffer, prints = self._stage(params)
         changed_layers = {
             layer_key(n, self.packed) for n, v in prints.items() if self.fingerprints.get(n) != v
         }
@@ -229,12 +227,9 @@ class WeightSync:
             slots = [s for s in bucket.slots if send_all or layer_key(s.name, self.packed) in changed_layers]
             if not slots:
                 continue
-            data = buffer[bucket.offset : bucket.offset + bucket.nbytes]
-            sent[bucket.index] = (checksum(data), len(slots), slots)
+            sent[bucket.index] = (sum(prints[s.name] for s in bucket.slots), len(slots), slots)
             infos.append(self._update_info(bucket, slots, sent[bucket.index][0]))
-        if (
-            self.corrupt_bucket is not None and self.corrupt_bucket in sent
-        ):  # test hook: bytes change in transit
+        if self.corrupt_bucket is not None and self.corrupt_bucket in sent:  # test hook: changed in transit
             bucket = self.buckets[self.corrupt_bucket]
             buffer[bucket.offset : bucket.offset + 64].bitwise_not_()
         self.engine.call("start_update")
