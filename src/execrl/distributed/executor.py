@@ -78,7 +78,7 @@ class InProcessExecutor:
         """Nothing to send when the engine generates with ``model`` itself; an engine with a ``sync_weights``
         (vLLM's process) gets the weights, verified (``vllm_sync.SyncError`` stops the run)."""
         self.version = version
-        sync = getattr(self.sampler.engine, "sync_weights", None)
+        sync = getattr(getattr(self.sampler, "engine", None), "sync_weights", None)
         if sync is not None:
             self.sync_metrics = sync(model, version).metrics()
 
