@@ -1,4 +1,4 @@
-"""The vLLM engine inside training: LoRA versions hot-swapped, the Ray rollout worker's engine fed by
+"""The vLLM engine inside training: LoRA versions hot-swapped, a Ray rollout worker actor's engine fed by
 ``load_weights``, and one GRPO step of ``execrl train rollout.engine=vllm`` with a bf16 engine against the
 fp32 trainer (each test starts its own engine, 20-45 s here)."""
 
@@ -12,9 +12,8 @@ from pathlib import Path
 
 import torch
 from toy_domain import toy_overrides
-from vllm_fixtures import perturb, pytestmark_vllm, save_tiny, vllm_tiny_model
+from vllm_fixtures import pytestmark_vllm, save_tiny, vllm_tiny_model
 
-from execrl.rollout import SamplingParams
 from execrl.rollout.models import default_tokenizer
 from execrl.rollout.vllm_engine import VLLMEngine, VLLMSettings
 
@@ -50,25 +49,21 @@ def test_lora_versions_are_hot_swapped_under_fresh_ids() -> None:
         engine.close()
 
 
-def test_the_rollout_worker_syncs_its_engine_on_load_weights(tmp_path: Path) -> None:
-    """The Ray rollout worker's role (a plain class: the same code the actor runs): one engine per worker,
-    built by ``setup.rollout_engine``; weights arrive by ``load_weights`` and go on, verified, into it."""
+def test_a_ray_rollout_worker_syncs_its_engine_on_load_weights(tmp_path: Path, local_ray: None) -> None:
+    """The Ray rollout worker actor (as ``RayExecutor`` starts it): one engine per worker, built by
+    ``setup.rollout_engine``; each weight version goes through the object store into ``load_weights`` and
+    on, verified, into its engine (the actor's ``sync/*`` metrics)."""
     from execrl.config import load_config
-    from execrl.distributed.ray_workers import RolloutWorker
+    from execrl.distributed.ray_executor import time_weight_pushes
 
     model_dir = save_tiny(tmp_path / "tiny")
     config = load_config(None, [f"model.path={model_dir}", "rollout.engine=vllm", "vllm.dtype=float32"])
-    worker = RolloutWorker(config)
-    try:
-        trained = vllm_tiny_model()
-        perturb(trained, seed=5)
-        assert worker.load_weights(3, trained.state_dict()) == 3
-        assert worker.last_sync["sync/probe_max_abs_diff"] < 2e-3
-        params = SamplingParams(samples_per_prompt=2, max_new_tokens=4, ignore_eos=True)
-        batch, version = worker.generate([[1, 2, 3]], params, min_version=3)
-        assert version == 3 and batch.completion_ids.shape == (2, 4)
-    finally:
-        worker.engine.close()  # type: ignore[attr-defined]
+    trained = vllm_tiny_model()
+    pushes = time_weight_pushes(config, trained, 2)
+    assert len(pushes) == 2
+    for push in pushes:
+        assert push["sync/probe_max_abs_diff"] < 2e-3  # the actor's engine holds the pushed weights
+        assert push["sync/bytes"] == 4 * sum(p.numel() for p in trained.parameters())
 
 
 def test_one_grpo_step_on_the_vllm_engine(tmp_path: Path, toy_tasks_file: Path) -> None:
