@@ -204,7 +204,10 @@ class VLLMEngine:
         kind, _, info = _recv(conn, process, log_path, START_TIMEOUT_S)
         if kind != "ok":
             _stop(process, conn, None)
-            raise EngineUnavailable(f"the vLLM engine did not start: {info} (log: {log_path})")
+            raise EngineUnavailable(
+                f"the vLLM engine did not start: {info} (log: {log_path}); an unsupported model type or CPU: "
+                "use rollout.engine=hf"
+            )
         info["transfer_backend"] = backend
         return process, conn, info
 
@@ -401,7 +404,9 @@ def _recv(conn: Connection, process: subprocess.Popen[bytes], log_path: Path, ti
     while not conn.poll(0.5):
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
-            raise EngineUnavailable(f"the vLLM engine did not start: {_tail(log_path)} (log: {log_path})")
+            raise EngineUnavailable(
+                f"the vLLM engine did not start: {_tail(log_path)} (log: {log_path}); use rollout.engine=hf"
+            )
     return conn.recv()
 
 
