@@ -278,6 +278,10 @@ class VLLMEngine:
         """A control operation (runs in the engine when no request is in flight); its result."""
         return self._send(op, payload).result()
 
+    def send(self, op: str, **payload: Any) -> Future[Any]:
+        """``call`` without waiting: operations run in the engine in the order they were sent."""
+        return self._send(op, payload)
+
     # -- generation -------------------------------------------------------------------------------------
     def submit(
         self, prompt_token_ids: Sequence[Sequence[int]], params: SamplingParams

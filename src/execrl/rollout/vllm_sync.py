@@ -35,7 +35,7 @@ in bf16 the tolerance (a) is wide (bf16 log-probs differ from fp32 by up to ~0.5
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,14 +176,20 @@ class WeightSync:
             engine.call("init_transfer", init_info={})
 
     def __call__(self, model: torch.nn.Module, version: int) -> SyncReport:
+        """Push, then verify. The engine's reload and its probe are queued at once and run in the engine
+        while this process computes the trainer's side of the probe (the two overlap)."""
         started = time.perf_counter()
+        settle: Callable[[], None] = lambda: None  # noqa: E731
         if _has_adapters(model):
             moved, sizes = self._push_adapters(model, version)
             counts = (sizes, 0, 0, 0)
         else:
-            moved, counts = self._push_full(model, version)
+            moved, counts, settle = self._push_full(model, version)
+        probe = self.engine.send("probe", tokens=self.probe_ids, top=PROBE_TOP, lora=self.engine.lora)
+        trainer = self._trainer_probe(model)  # while the engine reloads
+        settle()  # the engine's receipts: every bucket, its checksum, its tensor count
         transfer_s = time.perf_counter() - started
-        diffs = self._verify(model, version, moved)
+        diffs = self._verify(model, version, moved, probe.result(), trainer)
         return SyncReport(
             version=version, bytes=counts[0], tensors=counts[1], buckets=counts[2], skipped_tensors=counts[3],
             transfer_s=transfer_s, verify_s=time.perf_counter() - started - transfer_s,
@@ -212,9 +218,14 @@ class WeightSync:
                     prints[slot.name] = checksum(self.buffer[start : start + _padded(slot.nbytes)])
         return self.buffer, prints
 
-    def _push_full(self, model: torch.nn.Module, version: int) -> tuple[bool, tuple[int, int, int, int]]:
+    def _push_full(
+        self, model: torch.nn.Module, version: int
+    ) -> tuple[bool, tuple[int, int, int, int], Callable[[], None]]:
+        """Stage and send every bucket (queued in the engine, not awaited); the callable waits for the
+        engine's receipts and checks them."""
         if self.engine.info["transfer_backend"] == "nccl":
-            return self._push_nccl(model)
+            moved, counts = self._push_nccl(model)
+            return moved, counts, lambda: None
         params = [(name, p) for name, p in model.named_parameters() if name not in self.drop_tensors]
         buffer, prints = self._stage(params)
         changed_layers = {
@@ -232,15 +243,23 @@ class WeightSync:
         if self.corrupt_bucket is not None and self.corrupt_bucket in sent:  # test hook: changed in transit
             bucket = self.buckets[self.corrupt_bucket]
             buffer[bucket.offset : bucket.offset + 64].bitwise_not_()
-        self.engine.call("start_update")
-        for info in infos:
-            self.engine.call("update", update_info=info)
-        received = self.engine.call("finish_update")
-        self._check_buckets(version, sent, received)
-        self.fingerprints = prints
+        futures = [self.engine.send("start_update")]
+        futures += [self.engine.send("update", update_info=info) for info in infos]
+        finish = self.engine.send("finish_update")
+
+        def settle() -> None:
+            try:
+                for future in futures:
+                    future.result()
+                receipts = finish.result()
+            except RuntimeError as exc:  # the engine refused an update: the run must not go on
+                raise SyncError(f"sync v{version}: {exc}") from None
+            self._check_buckets(version, sent, receipts)
+            self.fingerprints = prints
+
         loaded = [s for _, _, slots in sent.values() for s in slots]
         counts = (sum(s.nbytes for s in loaded), len(loaded), len(sent), len(prints) - len(loaded))
-        return moved, counts
+        return moved, counts, settle
 
     def _update_info(self, bucket: _Bucket, slots: list[_Slot], digest: int) -> dict[str, Any]:
         dtype = str(self.wire).removeprefix("torch.")
@@ -302,10 +321,16 @@ class WeightSync:
         logp = torch.log_softmax(logits, dim=-1)  # [L, V]
         return logp[:-1].gather(1, ids[0, 1:, None])[:, 0], logp[-1]  # [L-1], [V]
 
-    def _verify(self, model: torch.nn.Module, version: int, moved: bool) -> tuple[float, float, float]:
+    def _verify(
+        self,
+        model: torch.nn.Module,
+        version: int,
+        moved: bool,
+        result: dict[str, Any],
+        trainer: tuple[torch.Tensor, torch.Tensor],
+    ) -> tuple[float, float, float]:
         engine = self.engine
-        result = engine.call("probe", tokens=self.probe_ids, top=PROBE_TOP, lora=engine.lora)
-        tokens, last = self._trainer_probe(model)
+        tokens, last = trainer
         fresh = (torch.tensor(result["tokens"]) - tokens).abs()  # [L-1]
         ids = torch.tensor(list(result["next"]), dtype=torch.long)
         cached = (torch.tensor(list(result["next"].values())) - last[ids]).abs()  # [TOP]
