@@ -30,6 +30,11 @@ class VLLMSection(Section):
         True, description="no torch.compile (an Inductor compile costs about 2 minutes per start on 2 cores)"
     )
     threads: int = Field(2, ge=1, description="OpenMP threads of the engine process")
+    bind_threads: bool = Field(
+        False,
+        description="pin the engine's threads to cores 0..threads-1 (vLLM's default; on a shared host a "
+        "pinned thread waits for its busy core and every parallel region waits for it)",
+    )
     transfer_backend: str = Field(
         "auto",
         description="weight transfer: auto (vLLM's nccl where >= 2 GPUs are visible, the engine on the last: "

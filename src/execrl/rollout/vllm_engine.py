@@ -84,6 +84,7 @@ class VLLMSettings:
     gpu_memory_utilization: float = 0.2  # CPU: the share of host RAM vLLM may plan for (0.9 refuses to start)
     eager: bool = True  # no Inductor compile (about 2 minutes per start on 2 cores)
     threads: int = 2  # OMP threads of the engine process (vLLM drops to 1 without it)
+    bind_threads: bool = False  # pin them to cores 0..threads-1 (faster alone; a straggler on a shared host)
     transfer_backend: str = (
         "auto"  # auto: vLLM's nccl with >= 2 GPUs (the engine on the last), else execrl_shm
     )
@@ -217,7 +218,8 @@ class VLLMEngine:
         env.update(
             EXECRL_VLLM_AUTHKEY=authkey.hex(), OMP_NUM_THREADS=threads, VLLM_ENABLE_V1_MULTIPROCESSING="0",
             VLLM_CPU_KVCACHE_SPACE=str(self.settings.kv_cache_gib),
-            VLLM_CPU_OMP_THREADS_BIND=f"0-{self.settings.threads - 1}", VLLM_CONFIGURE_LOGGING="1",
+            VLLM_CPU_OMP_THREADS_BIND=f"0-{self.settings.threads - 1}" if self.settings.bind_threads else "nobind",
+            VLLM_CONFIGURE_LOGGING="1",
             VLLM_LOGGING_LEVEL=os.environ.get("VLLM_LOGGING_LEVEL", "WARNING"), TOKENIZERS_PARALLELISM="false",
         )  # fmt: skip
         return env
