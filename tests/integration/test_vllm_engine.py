@@ -8,16 +8,18 @@ concurrent ``submit`` calls, and the verified weight sync with each stale-state 
 from __future__ import annotations
 
 import dataclasses
+import glob
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import torch
-from vllm_fixtures import perturb, pytestmark_vllm, vllm_tiny_model
+from vllm_fixtures import perturb, pytestmark_vllm, save_tiny, vllm_tiny_model
 
 from execrl.rollout import SamplingParams, logprob_mismatch, teacher_forced_logprobs
 from execrl.rollout.models import default_tokenizer
-from execrl.rollout.vllm_engine import VLLMEngine, VLLMSettings
+from execrl.rollout.vllm_engine import EngineUnavailable, VLLMEngine, VLLMSettings
 from execrl.rollout.vllm_sync import SyncError
 
 pytestmark = pytestmark_vllm
@@ -209,3 +211,17 @@ def test_delta_sends_only_the_changed_engine_layers(engine: VLLMEngine, model: t
         assert (unchanged.tensors, unchanged.bytes) == (0, 0)
     finally:
         engine.settings = dataclasses.replace(engine.settings, delta=False)
+
+
+def test_a_failed_start_is_one_line_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """Regression: a start the engine refuses left its working directory in /dev/shm. The error is one
+    line that names the fix (``rollout.engine=hf``)."""
+    model_dir = save_tiny(tmp_path / "tiny")
+    before = set(glob.glob("/dev/shm/execrl-vllm-*"))
+    settings = VLLMSettings(dtype="float32", max_model_len=1_000_000)  # beyond the model's context
+    with pytest.raises(EngineUnavailable) as caught:
+        VLLMEngine(
+            model_dir, tokenizer=default_tokenizer(), eos_token_ids=[2], settings=settings, vocab_size=49152
+        )
+    assert "\n" not in str(caught.value) and "rollout.engine=hf" in str(caught.value)
+    assert set(glob.glob("/dev/shm/execrl-vllm-*")) == before

@@ -137,7 +137,11 @@ class VLLMEngine:
         self._pending: dict[int, tuple[Future[Any], Any]] = {}
         self._lock = threading.Lock()
         self._next_id = 1
-        self.process, self.conn, self.info = self._start(model_dir)
+        try:
+            self.process, self.conn, self.info = self._start(model_dir)
+        except BaseException:
+            shutil.rmtree(self.workdir, ignore_errors=True)  # a failed start leaves nothing in /dev/shm
+            raise
         self._finalizer = weakref.finalize(self, _stop, self.process, self.conn, self.workdir)
         threading.Thread(target=self._read, name="execrl-vllm-reader", daemon=True).start()
 
