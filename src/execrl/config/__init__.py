@@ -8,7 +8,7 @@ overrides, one module per group of ``[sections]``, no torch anywhere.
 * ``run.py`` (``[run]``, ``[model]``, ``[checkpoint]``), ``tasks.py`` (``[tasks]``, ``[scheduler]``),
   ``algorithm.py`` (``[rollout]``, ``[algorithm]``, ``[optim]``, ``[refine]``), ``tools.py`` (``[tools]``),
   ``scoring.py`` (``[reward]``, ``[sandbox]``, ``[audit]``, ``[eval]``), ``infra.py`` (``[executor]``,
-  ``[telemetry]``), ``lora.py`` (``[lora]``);
+  ``[telemetry]``), ``lora.py`` (``[lora]``), ``vllm.py`` (``[vllm]``: the vLLM engine);
 * ``train.py``: ``TrainConfig`` and the checks across sections;
 * ``load.py``: ``load_config`` / ``validate_config`` (errors name the key and what to set);
 * ``toml.py``: ``to_toml`` (``tomli-w``; the run directory's ``config.toml``, ``--print-config``);
@@ -35,6 +35,7 @@ from execrl.config.scoring import AuditSection, EvalSection, RewardSection, Sand
 from execrl.config.tasks import SchedulerSection, TaskSection
 from execrl.config.toml import to_toml
 from execrl.config.train import TrainConfig
+from execrl.config.vllm import VLLMSection
 
 __all__ = [
     "MAX_RESAMPLE_ROUNDS",
@@ -58,6 +59,7 @@ __all__ = [
     "TaskSection",
     "TelemetrySection",
     "TrainConfig",
+    "VLLMSection",
     "build",
     "load_config",
     "parse_override",

@@ -13,6 +13,7 @@ from execrl.config.run import CheckpointSection, ModelSection, RunSection
 from execrl.config.scoring import AuditSection, EvalSection, RewardSection, SandboxSection
 from execrl.config.tasks import SchedulerSection, TaskSection
 from execrl.config.tools import ToolsSection
+from execrl.config.vllm import VLLMSection
 from execrl.scheduler.length import LengthSettings
 from execrl.scheduler.prompt_cap import PromptCapSettings
 
@@ -43,6 +44,23 @@ class TrainConfig(Section):
     refine: RefineSection = Field(default_factory=RefineSection, description="multi-turn refine RL")
     executor: ExecutorSection = Field(default_factory=ExecutorSection, description="in-process or Ray")
     tools: ToolsSection = Field(default_factory=ToolsSection, description="tool-calling episodes")
+    vllm: VLLMSection = Field(
+        default_factory=VLLMSection, description="the vLLM engine (rollout.engine=vllm), its weight sync"
+    )
+
+    @model_validator(mode="after")
+    def _vllm_settings_apply(self) -> TrainConfig:
+        """``[vllm]`` only with ``rollout.engine=vllm``."""
+        if self.rollout.engine != "vllm":
+            unused = [
+                f"vllm.{key}" for key, field in VLLMSection.model_fields.items()
+                if getattr(self.vllm, key) != field.default
+            ]  # fmt: skip
+            if unused:
+                raise ValueError(
+                    f"{', '.join(unused)}: used only with rollout.engine=vllm; set it or remove them"
+                )
+        return self
 
     @model_validator(mode="after")
     def _ray_staleness_covers_the_loop(self) -> TrainConfig:

@@ -92,7 +92,18 @@ def _train(args: argparse.Namespace) -> int:
 
         name = recipe_name(config)  # grpo, ppo or async (the environment is the config's)
         logging.getLogger("execrl.train").info("recipe: %s", name)
-        outcome = load_recipe(name).train(config, resume_dir=resume, progress=not args.no_progress)
+        from execrl.rollout.vllm_engine import EngineUnavailable
+        from execrl.rollout.vllm_sync import SyncError
+
+        try:
+            outcome = load_recipe(name).train(config, resume_dir=resume, progress=not args.no_progress)
+        except EngineUnavailable as exc:  # rollout.engine=vllm without its environment: how to build it
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except SyncError as exc:
+            # a weight sync that did not verify stops the run (the last checkpoint stays)
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     if mirrors:  # the staging copy is gone: name the run where it now lives
         print(f"run directory: {mirrors[0].remote(outcome.run_dir)}")
     else:
