@@ -79,7 +79,8 @@ class InProcessExecutor:
         """Nothing to send when the engine generates with ``model`` itself; an engine with a ``sync_weights``
         (vLLM's process) gets the weights, verified (``vllm_sync.SyncError`` stops the run)."""
         self.version = version
-        sync = getattr(getattr(self.sampler.backend, "engine", None), "sync_weights", None)
+        engine = getattr(getattr(self.sampler, "backend", None), "engine", None)  # a LocalBackend's
+        sync = getattr(engine, "sync_weights", None)
         if sync is not None and self.syncs_engine:
             self.sync_metrics = sync(model, version).metrics()
 

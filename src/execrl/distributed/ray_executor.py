@@ -77,7 +77,15 @@ if TYPE_CHECKING:
     from execrl.rollout.engine import Engine
     from execrl.tasks.schema import Task
 
-__all__ = ["ActorGroup", "Attempt", "RayExecutor", "RaySampler", "ensure_ray", "ray_sampler", "time_weight_pushes"]
+__all__ = [
+    "ActorGroup",
+    "Attempt",
+    "RayExecutor",
+    "RaySampler",
+    "ensure_ray",
+    "ray_sampler",
+    "time_weight_pushes",
+]
 
 
 def time_weight_pushes(config: TrainConfig, model: torch.nn.Module, pushes: int) -> list[dict[str, float]]:

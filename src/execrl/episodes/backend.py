@@ -213,7 +213,7 @@ class LocalBackend:
             request = self._futures.pop(future)
             try:
                 batch = future.result()
-            except ValueError as exc:  # refused: its episodes only (a dead engine's RuntimeError stops the run)
+            except ValueError as exc:  # refused: these episodes only (a dead engine raises RuntimeError)
                 log.warning("the engine refused a request: %s", exc)
                 failed = Completion((), (), (), "", "error", error=f"engine: {exc}")
                 out.append(TurnResult(request.key, (failed,) * request.params.samples_per_prompt))

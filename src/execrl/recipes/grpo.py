@@ -85,7 +85,9 @@ def train_step(run: Run, step: int, *, executor: Executor, environment: Environm
         episodes, inject_nan_loss(run, step, advantages), overlong_filtered(run, episodes, valid),
         pad_token_id=run.pad_token_id, old_logprobs_from_rollout=run.old_logprobs_from_rollout,
     )  # fmt: skip
-    gap = None if run.old_logprobs_from_rollout or run.engine_correction else logprob_gap(run, batch, episodes)
+    gap = (
+        None if run.old_logprobs_from_rollout or run.engine_correction else logprob_gap(run, batch, episodes)
+    )
     batch, correction = engine_corrected(run, batch, episodes)  # vLLM: old log-probs recomputed, TIS
     metrics = policy_update(  # clipped policy-gradient loss (+ KL to the reference if kl_coef > 0), AdamW
         run.model, run.optimizer, run.lr_scheduler, batch, tcfg, ref_model=run.ref_model

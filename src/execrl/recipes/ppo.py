@@ -82,7 +82,9 @@ def train_step(run: Run, step: int, *, executor: Executor, environment: Environm
         episodes, torch.zeros_like(rewards), overlong_filtered(run, episodes, valid),
         pad_token_id=run.pad_token_id, old_logprobs_from_rollout=run.old_logprobs_from_rollout,
     )  # fmt: skip
-    gap = None if run.old_logprobs_from_rollout or run.engine_correction else logprob_gap(run, batch, episodes)
+    gap = (
+        None if run.old_logprobs_from_rollout or run.engine_correction else logprob_gap(run, batch, episodes)
+    )
     batch = ppo_targets(  # old values of the value head, GAE advantages (whitened), returns: [N, S] each
         run.model, run.value_head, batch, rewards, gamma=tcfg.gamma, lam=tcfg.gae_lambda
     )
