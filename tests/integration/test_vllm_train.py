@@ -1,6 +1,8 @@
 """The vLLM engine inside training: LoRA versions hot-swapped, a Ray rollout worker actor's engine fed by
-``load_weights``, and one GRPO step of ``execrl train rollout.engine=vllm`` with a bf16 engine against the
-fp32 trainer (each test starts its own engine, 20-45 s here)."""
+``load_weights``, one GRPO step of ``execrl train rollout.engine=vllm`` with a bf16 engine against the fp32
+trainer, and multi-turn episodes on the one rollout loop over the engine: refine (feedback turns submitted
+as each episode is ready) and tool episodes on the one-step-off loop (each test starts its own engine,
+20-45 s here)."""
 
 from __future__ import annotations
 
@@ -64,6 +66,61 @@ def test_a_ray_rollout_worker_syncs_its_engine_on_load_weights(tmp_path: Path, l
     for push in pushes:
         assert push["sync/probe_max_abs_diff"] < 2e-3  # the actor's engine holds the pushed weights
         assert push["sync/bytes"] == 4 * sum(p.numel() for p in trained.parameters())
+
+
+def _train_rows(tmp_path: Path, overrides: list[str]) -> list[dict[str, float]]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run(
+        [sys.executable, "-m", "execrl.cli", "train", "--no-progress", *overrides],
+        capture_output=True, text=True, env=env, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_dir = next((tmp_path / "runs").glob("toy-*"))
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if "reward/mean" in r]
+
+
+def test_refine_episodes_train_two_steps_on_the_vllm_engine(tmp_path: Path, toy_tasks_file: Path) -> None:
+    """Issue 37 on the spine (issue 36): ``refine.max_turns=2`` with ``rollout.engine=vllm``: the feedback
+    turns go to the engine through ``LocalBackend``'s ``submit`` path, the whole multi-turn episode is
+    trained with the engine's behaviour log-probs corrected by TIS, and the sync after each update is
+    verified (fp32 engine: the probe within 2e-3 of the trainer)."""
+    model_dir = save_tiny(tmp_path / "tiny")
+    rows = _train_rows(tmp_path, [
+        *toy_overrides(model_dir, toy_tasks_file, tmp_path / "runs"), "rollout.engine=vllm",
+        "vllm.dtype=float32", "run.total_steps=2", "eval.enabled=false", "audit.enabled=false",
+        "refine.max_turns=2", "rollout.prompts_per_step=2", "rollout.samples_per_prompt=4",
+    ])  # fmt: skip
+    assert [r["step"] for r in rows] == [0, 1]
+    for row in rows:
+        assert row["refine/turns_mean"] > 1.0  # feedback turns were sampled by the engine
+        assert 0 <= row["sync/probe_max_abs_diff"] < 2e-3 and row["sync/verify_s"] > 0
+        assert 0 <= row["rollout/logprob_max_abs_diff"] < 0.05  # fp32 engine vs fp32 trainer, every turn
+        assert "train/offpolicy_ratio_mean" in row
+
+
+def test_tool_episodes_train_one_step_off_on_the_vllm_engine(tmp_path: Path) -> None:
+    """``tools.enabled`` with ``algorithm.async_steps=1`` on the vLLM engine (refused before this port):
+    the behaviour copy is synced into the engine one step late (step t+1 is sampled with version t: step
+    1's with version 0, already in the engine; step 2's with version 1, synced during step 1, its ``sync/*``
+    logged there), the behaviour log-probs mu are the engine's, and the tool metrics are logged."""
+    from execrl.tasks import load_suite, save_tasks
+
+    model_dir = save_tiny(tmp_path / "tiny")
+    tools_file = tmp_path / "tools.jsonl"
+    save_tasks(load_suite("tools", "train")[::30], str(tools_file))
+    rows = _train_rows(tmp_path, [
+        f"model.path={model_dir}", f'tasks.suites={{"{tools_file}"=1.0}}', f"run.output_dir={tmp_path / 'runs'}",
+        "run.name=toy", "rollout.prompts_per_step=2", "rollout.samples_per_prompt=2", "rollout.top_k=16",
+        "optim.learning_rate=1e-2", "sandbox.workers=2", "telemetry.tensorboard=false", "eval.enabled=false",
+        "run.total_steps=3", "checkpoint.every_steps=10", "tools.enabled=true", "tools.max_turn_tokens=8",
+        "tools.max_episode_tokens=40", "algorithm.async_steps=1", "rollout.engine=vllm", "vllm.dtype=float32",
+    ])  # fmt: skip
+    assert [r["train/offpolicy_staleness_steps"] for r in rows] == [0.0, 1.0, 1.0]
+    assert all("tools/stop_answer" in r and "train/offpolicy_ratio_mean" in r for r in rows)
+    assert 0 <= rows[0]["sync/probe_max_abs_diff"] < 2e-3  # version 0 into the engine before step 0
+    assert 0 <= rows[1]["sync/probe_max_abs_diff"] < 2e-3  # version 1 before step 2's rollout (one late)
+    assert "sync/s" not in rows[2]  # nothing left to sample after the last step: no sync
 
 
 def test_one_grpo_step_on_the_vllm_engine(tmp_path: Path, toy_tasks_file: Path) -> None:

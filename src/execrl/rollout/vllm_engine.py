@@ -123,6 +123,7 @@ class VLLMEngine:
         vocab_size: int,
     ) -> None:
         self.settings = settings
+        self.python = engine_python(settings)  # the engine environment's interpreter
         self.tokenizer = tokenizer
         self.eos_token_ids = tuple(sorted(set(eos_token_ids)))
         self.vocab_size = vocab_size
@@ -182,7 +183,7 @@ class VLLMEngine:
 
     # -- process ----------------------------------------------------------------------------------------
     def _start(self, model_dir: Path) -> tuple[subprocess.Popen[bytes], Connection, dict[str, Any]]:
-        python = engine_python(self.settings)
+        python = self.python
         authkey = secrets.token_bytes(16)
         address = str(self.workdir / "engine.sock")
         log_path = self.workdir / "engine.log"

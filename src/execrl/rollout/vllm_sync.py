@@ -376,10 +376,8 @@ def nccl_sender(engine: VLLMEngine, model: torch.nn.Module, wire: torch.dtype) -
     import subprocess
     import sys
 
-    from execrl.rollout.vllm_engine import engine_python
-
     purelib = subprocess.run(
-        [str(engine_python(engine.settings)), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        [str(engine.python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     if purelib not in sys.path:
