@@ -53,6 +53,7 @@ each actor's cache holds only its groups' turns, where in process one cache hold
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -219,6 +220,10 @@ class RayExecutor:
         return metrics
 
     def close(self) -> None:
+        # An engine apart from its worker (vLLM) stops and removes its /dev/shm files before the kill; a dead
+        # or hung worker is killed anyway (its engine exits when the socket closes).
+        with contextlib.suppress(Exception):
+            ray.get([actor.close.remote() for actor in self.rollout.actors], timeout=60)
         self.rollout.close()
         self.sandbox.close()
         if self._owns_ray:
