@@ -89,7 +89,7 @@ def test_refine_episodes_train_two_steps_on_the_vllm_engine(tmp_path: Path, toy_
     rows = _train_rows(tmp_path, [
         *toy_overrides(model_dir, toy_tasks_file, tmp_path / "runs"), "rollout.engine=vllm",
         "vllm.dtype=float32", "run.total_steps=2", "eval.enabled=false", "audit.enabled=false",
-        "refine.max_turns=2", "rollout.prompts_per_step=2", "rollout.samples_per_prompt=4",
+        "refine.max_turns=2", "rollout.prompts_per_step=2", "rollout.samples_per_prompt=4", "rollout.top_k=0",
     ])  # fmt: skip
     assert [r["step"] for r in rows] == [0, 1]
     for row in rows:
