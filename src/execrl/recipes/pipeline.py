@@ -184,10 +184,12 @@ class OneStepOff:
         self.executor = executor
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="execrl-rollout")
         self.pending: Future[tuple[dict[str, float], StepEpisodes]] | None = None
-        # An engine with weights of its own (vLLM) is the run's, fed from the behaviour copy (module doc).
-        self.syncs = hasattr(run.engine, "sync_weights") and isinstance(executor, InProcessExecutor)
+        # An engine with weights of its own (vLLM) is the run's, fed from the behaviour copy (module doc);
+        # under Ray the workers' engines sample and this one is never called (no second engine process).
+        own = hasattr(run.engine, "sync_weights")
+        self.syncs = own and isinstance(executor, InProcessExecutor)
         self.sync_metrics: dict[str, float] = {}
-        if self.syncs:
+        if own:
             self.engine = run.engine
         else:
             self.engine = setup.rollout_engine(run.config, run.behaviour_model, run.tokenizer)  # type: ignore[arg-type]
