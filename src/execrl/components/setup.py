@@ -15,7 +15,7 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from execrl.config import ConfigError, TrainConfig, build, to_toml
 from execrl.rewards import RewardConfig
@@ -120,7 +120,10 @@ def load_policy(config: TrainConfig) -> tuple[PreTrainedModel, PreTrainedTokeniz
 
 def rollout_engine(config: TrainConfig, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Engine:
     """The engine a run samples ``model`` with: ``rollout.engine`` over the model itself, or with LoRA and
-    ``lora.fold_for_sampling`` over a folded copy (``sampling_engine``)."""
+    ``lora.fold_for_sampling`` over a folded copy (``sampling_engine``); ``vllm``: its own process
+    (``vllm_engine``)."""
+    if config.rollout.engine == "vllm":
+        return vllm_engine(config, model, tokenizer)
     return sampling_engine(
         config.rollout.engine, model=model, tokenizer=tokenizer, fold_adapters=config.lora.fold_for_sampling
     )
@@ -149,6 +152,36 @@ def sampling_engine(
         )
     engine.before_generate = folded.refresh
     return engine
+
+
+def check_engine(config: TrainConfig) -> None:
+    """``rollout.engine=vllm`` without its environment: ``EngineUnavailable`` (one line: how to build it)."""
+    if config.rollout.engine == "vllm":
+        from execrl.rollout.vllm_engine import VLLMSettings, engine_python
+
+        engine_python(build(VLLMSettings, config.vllm, max_lora_rank=0, seed=config.run.seed))
+
+
+def vllm_engine(config: TrainConfig, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Engine:
+    """vLLM in its own process with ``[vllm]``'s settings (``execrl.rollout.vllm_engine``). Its weights come
+    by ``sync_weights`` (the executor's ``publish_weights``); with LoRA the adapters are hot-swapped per
+    version (vLLM's own LoRA layers: ``lora.fold_for_sampling`` does not apply)."""
+    from execrl.rollout.vllm_engine import VLLMEngine, VLLMSettings
+    from execrl.trainer.lora import save_adapter_dir
+
+    settings = build(
+        VLLMSettings, config.vllm, max_lora_rank=config.lora.rank if config.lora.enabled else 0,
+        seed=config.run.seed,
+    )  # fmt: skip
+    engine = VLLMEngine.for_model(model, tokenizer, settings=settings)
+    base = str(resolve_model_path(config.model.path))
+    engine.adapter_writer = lambda m, path: _write_adapters(save_adapter_dir, m, path, base)
+    return engine
+
+
+def _write_adapters(writer: Any, model: torch.nn.Module, path: Path, base: str) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    writer(model, path, base_model=base)
 
 
 def lora_settings(config: TrainConfig) -> LoraSettings:

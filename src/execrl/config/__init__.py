@@ -8,7 +8,8 @@ overrides, one module per group of ``[sections]``, no torch anywhere.
 * ``run.py`` (``[run]``, ``[model]``, ``[checkpoint]``), ``tasks.py`` (``[tasks]``, ``[scheduler]``),
   ``algorithm.py`` (``[rollout]``, ``[algorithm]``, ``[optim]``, ``[refine]``), ``tools.py`` (``[tools]``),
   ``scoring.py`` (``[reward]``, ``[sandbox]``, ``[audit]``, ``[eval]``), ``infra.py`` (``[executor]``,
-  ``[telemetry]``), ``lora.py`` (``[lora]``), ``trainer.py`` (``[trainer]``: one process or FSDP2, precision);
+  ``[telemetry]``), ``lora.py`` (``[lora]``), ``trainer.py`` (``[trainer]``: one process or FSDP2, precision),
+  ``vllm.py`` (``[vllm]``: the vLLM engine);
 * ``train.py``: ``TrainConfig`` and the checks across sections;
 * ``sft.py``: ``SftConfig`` (``execrl sft``: ``[data]``, ``[optim]`` of its own, the rest reused);
 * ``load.py``: ``load_config`` / ``validate_config`` (errors name the key and what to set);
@@ -38,6 +39,7 @@ from execrl.config.tasks import SchedulerSection, TaskSection
 from execrl.config.toml import to_toml
 from execrl.config.train import TrainConfig
 from execrl.config.trainer import TrainerSection
+from execrl.config.vllm import VLLMSection
 
 __all__ = [
     "MAX_RESAMPLE_ROUNDS",
@@ -66,6 +68,7 @@ __all__ = [
     "TelemetrySection",
     "TrainConfig",
     "TrainerSection",
+    "VLLMSection",
     "build",
     "load_config",
     "load_typed",

@@ -16,7 +16,9 @@ class RolloutSection(Section):
     """Sampling: the engine, the groups of a step and the decoding of training (and eval) completions."""
 
     engine: str = Field(
-        "hf", description="hf (shared-prompt decoding where supported) | hf-generic | <yours>"
+        "hf",
+        description="hf (shared-prompt decoding where supported) | hf-generic | vllm (its own process and "
+        "venv: scripts/setup.sh --vllm; [vllm], docs/engines.md) | <yours>",
     )
     environment: str = Field(
         "",
@@ -100,7 +102,15 @@ class AlgorithmSection(Section):
         0, ge=0, le=1, description="1: rollout of step t+1 runs while step t trains (one-step-off); 0: serial"
     )
     offpolicy_is_cap: float = Field(
-        2.0, ge=1, description="async: truncate the behaviour importance weight pi_prox/mu at this value"
+        2.0,
+        ge=1,
+        description="async, and engine_correction: truncate the behaviour importance weight pi/mu at this value",
+    )
+    engine_correction: bool = Field(
+        True,
+        description="with an engine other than the trainer's own forward (rollout.engine=vllm): recompute the "
+        "old log-probs with the trainer and weight each token by min(pi_old/mu, offpolicy_is_cap), mu the "
+        "engine's (truncated importance sampling); false: the trainer's old log-probs without the weights",
     )
     max_resample_rounds: int = Field(
         3, ge=0, le=MAX_RESAMPLE_ROUNDS, description="extra sampling rounds per step for dynamic_sampling"

@@ -14,6 +14,7 @@ from execrl.config.scoring import AuditSection, EvalSection, RewardSection, Sand
 from execrl.config.tasks import SchedulerSection, TaskSection
 from execrl.config.tools import ToolsSection
 from execrl.config.trainer import TrainerSection
+from execrl.config.vllm import VLLMSection
 from execrl.scheduler.length import LengthSettings
 from execrl.scheduler.prompt_cap import PromptCapSettings
 
@@ -47,6 +48,23 @@ class TrainConfig(Section):
     trainer: TrainerSection = Field(
         default_factory=TrainerSection, description="one process or FSDP2 over ranks; precision"
     )
+    vllm: VLLMSection = Field(
+        default_factory=VLLMSection, description="the vLLM engine (rollout.engine=vllm), its weight sync"
+    )
+
+    @model_validator(mode="after")
+    def _vllm_settings_apply(self) -> TrainConfig:
+        """``[vllm]`` only with ``rollout.engine=vllm``."""
+        if self.rollout.engine != "vllm":
+            unused = [
+                f"vllm.{key}" for key, field in VLLMSection.model_fields.items()
+                if getattr(self.vllm, key) != field.default
+            ]  # fmt: skip
+            if unused:
+                raise ValueError(
+                    f"{', '.join(unused)}: used only with rollout.engine=vllm; set it or remove them"
+                )
+        return self
 
     @model_validator(mode="after")
     def _ray_staleness_covers_the_loop(self) -> TrainConfig:

@@ -16,11 +16,15 @@ whose environment answers on the sandbox actors (the driver keeps its own sandbo
 the final evaluation).
 
 In-process: the engine shares the trainer's model object, so weights are always current and a debugger
-steps straight through. Ray (``ray_executor.py`` and its ``ray_*`` modules, the only ones that import
-``ray``): rollout worker actors with their own engine and model replica, sandbox worker actors holding the
-run's environment (tool sessions, feedback, the judge) next to their sandboxes, and the trainer driver
-(the ``execrl train`` process, placed where you start it) running the rollout loop between them.
-Resources are declared per role in ``executor.*`` (CPUs, GPUs).
+steps straight through; an engine with weights of its own (``rollout.engine=vllm``: another process) gets
+them in ``publish_weights``, through its verified ``sync_weights`` (except in the one-step-off loop, whose
+rollout thread holds the engine while the update publishes: ``OneStepOff`` syncs the behaviour copy into it
+before each rollout), and the step's ``sync/*`` metrics come back from ``step_metrics``. Ray
+(``ray_executor.py`` and its ``ray_*`` modules, the only ones that import ``ray``): rollout worker actors
+with their own engine and model replica (a vLLM engine each, synced when the replica loads a version),
+sandbox worker actors holding the run's environment (tool sessions, feedback, the judge) next to their
+sandboxes, and the trainer driver (the ``execrl train`` process, placed where you start it) running the
+rollout loop between them. Resources are declared per role in ``executor.*`` (CPUs, GPUs).
 """
 
 from __future__ import annotations
@@ -57,10 +61,13 @@ class Executor(Protocol):
 
 @dataclass
 class InProcessExecutor:
-    """Runs the ``StepSampler`` in this process (the default; nothing to move, nothing to retry)."""
+    """Runs the ``StepSampler`` in this process (the default; nothing to move, nothing to retry, unless the
+    engine holds weights of its own: then ``publish_weights`` syncs them, when ``syncs_engine``)."""
 
     sampler: StepSampler
     version: int = 0
+    syncs_engine: bool = True  # False in the one-step-off loop (module docstring)
+    sync_metrics: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def behaviour_sampler(self, *, engine: Engine, version: int) -> StepSampler:
         from execrl.episodes import LocalBackend
@@ -69,10 +76,18 @@ class InProcessExecutor:
         return dataclasses.replace(self.sampler, backend=backend)  # ``engine`` holds ``version`` already
 
     def publish_weights(self, model: torch.nn.Module, *, version: int) -> None:
-        self.version = version  # the engine generates with ``model`` itself: nothing to send
+        """Nothing to send when the engine generates with ``model`` itself; an engine with a ``sync_weights``
+        (vLLM's process) gets the weights, verified (``vllm_sync.SyncError`` stops the run)."""
+        self.version = version
+        engine = getattr(getattr(self.sampler, "backend", None), "engine", None)  # a LocalBackend's
+        sync = getattr(engine, "sync_weights", None)
+        if sync is not None and self.syncs_engine:
+            self.sync_metrics = sync(model, version).metrics()
 
     def step_metrics(self, step: int) -> dict[str, float]:
-        return {}  # nothing moved, nothing retried: the in-process run's metrics stay as they were
+        """The last sync's ``sync/*`` metrics (an engine of its own), else none: nothing moved or retried."""
+        metrics, self.sync_metrics = self.sync_metrics, {}
+        return metrics
 
     def close(self) -> None:
         """Nothing to release."""
@@ -81,7 +96,7 @@ class InProcessExecutor:
 def build_executor(config: TrainConfig, sampler: StepSampler) -> Executor:
     """``executor.kind``: ``inprocess`` (default) or ``ray`` (imports ray only then)."""
     if config.executor.kind == "inprocess":
-        return InProcessExecutor(sampler)
+        return InProcessExecutor(sampler, syncs_engine=not config.algorithm.async_steps)
     from execrl.distributed.ray_executor import RayExecutor
 
     return RayExecutor(config, sampler)

@@ -53,6 +53,7 @@ each actor's cache holds only its groups' turns, where in process one cache hold
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -77,7 +78,42 @@ if TYPE_CHECKING:
     from execrl.rollout.engine import Engine
     from execrl.tasks.schema import Task
 
-__all__ = ["ActorGroup", "Attempt", "RayExecutor", "RaySampler", "ensure_ray", "ray_sampler"]
+__all__ = [
+    "ActorGroup",
+    "Attempt",
+    "RayExecutor",
+    "RaySampler",
+    "ensure_ray",
+    "ray_sampler",
+    "time_weight_pushes",
+]
+
+
+def time_weight_pushes(config: TrainConfig, model: torch.nn.Module, pushes: int) -> list[dict[str, float]]:
+    """Start one rollout worker actor (as ``RayExecutor`` does) and push ``model``'s weights ``pushes`` times
+    the way ``publish_weights`` + the worker's ``load_weights`` do: a CPU state dict through the object store,
+    into the replica and, with ``rollout.engine=vllm``, on into its engine by the verified sync. Every weight
+    is nudged by 1e-4 (relative) before each push. Per push: its wall seconds (``push_s``) and the worker's
+    ``sync/*`` metrics (``execrl bench engines``, side ``ray``)."""
+    import torch
+
+    owns = ensure_ray(None, num_cpus=2)
+    try:
+        actor = ray.remote(RolloutWorker).options(num_cpus=1).remote(config)
+        out = []
+        for version in range(pushes):
+            with torch.no_grad():
+                for param in model.parameters():
+                    param.mul_(1.0 + 1e-4 * (-1) ** version)
+            start = time.perf_counter()
+            state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            ray.get(actor.load_weights.remote(version, ray.put(state)))
+            out.append({"push_s": time.perf_counter() - start, **ray.get(actor.sync_metrics.remote())})
+        ray.get(actor.close.remote())
+        return out
+    finally:
+        if owns:
+            ray.shutdown()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,6 +220,10 @@ class RayExecutor:
         return metrics
 
     def close(self) -> None:
+        # An engine apart from its worker (vLLM) stops and removes its /dev/shm files before the kill; a dead
+        # or hung worker is killed anyway (its engine exits when the socket closes).
+        with contextlib.suppress(Exception):
+            ray.get([actor.close.remote() for actor in self.rollout.actors], timeout=60)
         self.rollout.close()
         self.sandbox.close()
         if self._owns_ray:

@@ -52,6 +52,7 @@ class RolloutWorker:
         self.engine = setup.rollout_engine(config, model, tokenizer)
         self.version = -1  # no weights received yet: generate refuses until the first load
         self._session: tuple[str, ExitStack] | None = None
+        self.last_sync: dict[str, float] = {}  # the engine's last verified sync (rollout.engine=vllm)
 
     def load_weights(self, version: int, state: dict[str, Any]) -> int:
         """Copy ``state`` (a CPU state dict from the object store; with LoRA the adapters' only) into the
@@ -65,6 +66,9 @@ class RolloutWorker:
                 load_adapter_state_dict(self.model, state)
             else:
                 self.model.load_state_dict(state, strict=True)
+        sync = getattr(self.engine, "sync_weights", None)
+        if sync is not None:  # rollout.engine=vllm: the replica's weights go on into this worker's engine
+            self.last_sync = sync(self.model, version).metrics()
         self.version = version
         return version
 
@@ -107,6 +111,16 @@ class RolloutWorker:
             _, stack = self._session
             self._session = None
             stack.close()
+
+    def sync_metrics(self) -> dict[str, float]:
+        """The ``sync/*`` metrics of the last verified sync into this worker's engine (none without one)."""
+        return dict(self.last_sync)
+
+    def close(self) -> None:
+        """Stop an engine that runs apart from this worker (``rollout.engine=vllm``)."""
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
 
     def pid(self) -> int:
         return os.getpid()

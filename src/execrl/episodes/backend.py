@@ -14,8 +14,9 @@ parameters equal the first queued one's (in submission order), so the loop's loc
 episode at the same turn, the same seed) become one call, exactly the calls the single-turn sampler and the
 old multi-turn loops made; requests with other parameters (a streamed group's own seed) wait for a later
 call. An engine that also offers ``submit(prompt_ids, params) -> Future[RolloutBatch]`` (the vLLM engine)
-gets each request as soon as it is queued and ``wait`` returns whichever finished first: continuous
-batching across episodes instead of lock-step. With ``prompts_per_batch`` / ``max_batch_tokens`` (off by
+gets each request of a multi-turn rollout call (``session(max_turns >= 2)``) as soon as it is queued and
+``wait`` returns whichever finished first: continuous batching across episodes instead of lock-step; a
+one-turn call stays one ``generate`` (the engine's seeded, reproducible path: ``docs/engines.md``). With ``prompts_per_batch`` / ``max_batch_tokens`` (off by
 default; ``execrl refine`` sets them) a synchronous ``wait`` splits its call into chunks
 (``token_budget_chunks``) and returns all of them.
 """
@@ -144,7 +145,8 @@ class LocalBackend:
         self.prompts_per_batch, self.max_batch_tokens = prompts_per_batch, max_batch_tokens
         self._queued: list[TurnRequest] = []
         self._futures: dict[Future[RolloutBatch], TurnRequest] = {}
-        self._async = callable(getattr(engine, "submit", None))
+        self._continuous = callable(getattr(engine, "submit", None))
+        self._async = self._continuous
 
     @property
     def pad_token_id(self) -> int:
@@ -159,7 +161,12 @@ class LocalBackend:
     def submit(self, request: TurnRequest) -> None:
         if self._async:
             submit = self.engine.submit  # type: ignore[attr-defined]
-            self._futures[submit([list(request.context.token_ids)], request.params)] = request
+            try:
+                future = submit([list(request.context.token_ids)], request.params)
+            except ValueError as exc:  # refused before it started (too long, bad ids): ``wait`` reports it
+                future = Future()
+                future.set_exception(exc)
+            self._futures[future] = request
         else:
             self._queued.append(request)
 
@@ -204,7 +211,14 @@ class LocalBackend:
         out = []
         for future in done:
             request = self._futures.pop(future)
-            (rows,) = completions_of(future.result(), self.tokenizer, [request.max_new_tokens])
+            try:
+                batch = future.result()
+            except ValueError as exc:  # refused: these episodes only (a dead engine raises RuntimeError)
+                log.warning("the engine refused a request: %s", exc)
+                failed = Completion((), (), (), "", "error", error=f"engine: {exc}")
+                out.append(TurnResult(request.key, (failed,) * request.params.samples_per_prompt))
+                continue
+            (rows,) = completions_of(batch, self.tokenizer, [request.max_new_tokens])
             out.append(TurnResult(request.key, rows))
         return sorted(out, key=lambda r: r.key)
 
@@ -231,7 +245,11 @@ class LocalBackend:
     @contextmanager
     def session(self, max_turns: int) -> Iterator[None]:
         if max_turns < 2:  # one turn: nothing to reuse (the engine shares each group's prompt itself)
-            yield
+            self._async = False  # one seeded ``generate`` per call, also on an engine with ``submit``
+            try:
+                yield
+            finally:
+                self._async = self._continuous
             return
         from execrl.rollout.engine import reusing_prefixes
 

@@ -81,6 +81,36 @@ def logprob_gap(run: Run, batch: TrainBatch, episodes: Sequence[Episode]) -> flo
     )
 
 
+def engine_corrected(
+    run: Run, batch: TrainBatch, episodes: Sequence[Episode]
+) -> tuple[TrainBatch, dict[str, float]]:
+    """With an engine that is not the trainer's own forward (``rollout.engine=vllm``, ``run.engine_correction``):
+    the old log-probs recomputed by the trainer (pi_old, one no-grad pass, ``prepare_batch``) and each
+    token's advantage weighted by min(pi_old / mu, ``algorithm.offpolicy_is_cap``), mu being the engine's
+    ``sampling_logprobs`` of the episodes' model turns (truncated importance sampling, Yao et al. 2025, "Your
+    efficient RL framework secretly brings you off-policy RL training"; the one-step-off recipe's
+    correction, ``trainer/offpolicy.py``), for one-turn and multi-turn episodes alike (the environment's
+    tokens carry no loss). A bf16 engine's log-probs sit up to ~0.5 from an fp32 trainer's: this is the
+    supported correction for that pair. Also measures the mismatch over every model token:
+    ``rollout/logprob_max_abs_diff`` and ``rollout/logprob_mean_abs_diff`` (engine vs trainer). Otherwise
+    the batch comes back unchanged with no metrics."""
+    if not run.engine_correction:
+        return batch, {}
+    from execrl.trainer import prepare_batch, truncated_is_weights
+
+    prepared = prepare_batch(run.model, batch, run.tcfg, ref_model=run.ref_model, value_model=run.value_head)
+    mu = aligned_logprobs(episodes, sampling=True)  # [N, S] log mu, in the batch's columns
+    weights, metrics = truncated_is_weights(  # min(pi_old / mu, cap) per token, [N, S]
+        prepared.old_logprobs, mu, prepared.response_mask, cap=run.config.algorithm.offpolicy_is_cap
+    )
+    mask = prepared.response_mask.bool()  # [N, S]
+    diff = (prepared.old_logprobs.float() - mu.float()).abs()[mask]  # [M]
+    if diff.numel():
+        metrics["rollout/logprob_max_abs_diff"] = float(diff.max())
+        metrics["rollout/logprob_mean_abs_diff"] = float(diff.mean())
+    return dataclasses.replace(prepared, advantages=prepared.advantages * weights), metrics
+
+
 def logprob_gap_metric(gap: float | None, update_metrics: dict[str, float]) -> dict[str, float]:
     """``rollout/logprob_max_abs_diff`` (NeMo-RL's ``gen_kl_error`` idea): ``gap`` when an extra pass measured
     it, else the update's own first forward against the rollout's log-probs (no extra pass); absent when no

@@ -206,9 +206,17 @@ def _train_here(args: argparse.Namespace) -> int:
         from execrl.trainer.ranks import RankFailure
 
         logging.getLogger("execrl.train").info("recipe: %s", name)
+        from execrl.rollout.vllm_engine import EngineUnavailable
+        from execrl.rollout.vllm_sync import SyncError
+
         try:
             outcome = load_recipe(name).train(config, resume_dir=resume, progress=not args.no_progress)
-        except RankFailure as exc:  # a trainer rank died or hung: the run stops, the rank named
+        except EngineUnavailable as exc:  # rollout.engine=vllm without its environment: how to build it
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except (RankFailure, SyncError) as exc:
+            # a trainer rank died or hung, or a weight sync did not verify: the run stops (the last
+            # checkpoint stays), the cause named
             print(f"error: {exc}", file=sys.stderr)
             return 1
     if mirrors:  # the staging copy is gone: name the run where it now lives

@@ -33,6 +33,7 @@ from execrl.distributed import Executor
 from execrl.episodes import Environment, episodes_to_batch, group_index, reward_tensors
 from execrl.recipes.audit import audit_step
 from execrl.recipes.batch import (
+    engine_corrected,
     logprob_gap,
     logprob_gap_metric,
     overlong_filtered,
@@ -88,10 +89,14 @@ def train_step(run: Run, step: int, *, executor: Executor, environment: Environm
         episodes, inject_nan_loss(run, step, advantages), overlong_filtered(run, episodes, valid),
         pad_token_id=run.pad_token_id, old_logprobs_from_rollout=run.old_logprobs_from_rollout,
     )  # fmt: skip
-    gap = None if run.old_logprobs_from_rollout else logprob_gap(run, batch, episodes)
+    gap = (
+        None if run.old_logprobs_from_rollout or run.engine_correction else logprob_gap(run, batch, episodes)
+    )
+    batch, correction = engine_corrected(run, batch, episodes)  # vLLM: old log-probs recomputed, TIS
     metrics = update_policy(run, batch)  # clipped policy-gradient loss (+ KL if kl_coef > 0), AdamW
     t2 = time.perf_counter()
     metrics.update(logprob_gap_metric(gap, metrics))  # generation vs training log-probs
+    metrics.update(correction)  # with an engine of its own: the mismatch over all tokens, TIS statistics
     metrics.update(step_metrics(run, step, groups, weights, environment, sample_s=t1 - t0, update_s=t2 - t1))
     metrics.update(audit_step(run.run_dir, step, groups, environment, config, step_s=t2 - t0))
     metrics.update(publish_weights(run, executor, step))  # version step + 1 out; executor/* metrics

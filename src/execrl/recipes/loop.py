@@ -131,12 +131,23 @@ def session(
         with sandbox_cm as sandbox, telemetry, stop_on_signals(run):
             environment = setup.build_environment(config, sandbox)
             sampler = setup.step_sampler(config, environment, run.engine, run.tokenizer, run.length.cap)
-            with closing(build_executor(config, sampler)) as executor:
+            with closing(build_executor(config, sampler)) as executor, engine_closed(run.engine):
                 executor.publish_weights(run.model, version=run.start_step)
                 evaluation = Evaluation(config, sandbox, environment, run.tokenizer)
                 if config.eval.enabled:
                     evaluation.run(run.run_dir, "base", run.engine)
                 yield Session(run, telemetry, sandbox, environment, executor, evaluation, started)
+
+
+@contextmanager
+def engine_closed(engine: Engine) -> Iterator[None]:
+    """Stop an engine that runs apart from this process (``rollout.engine=vllm``) when the session ends."""
+    try:
+        yield
+    finally:
+        close = getattr(engine, "close", None)
+        if close is not None:
+            close()
 
 
 def finish_session(session: Session, last_step: int) -> TrainOutcome:
@@ -145,17 +156,23 @@ def finish_session(session: Session, last_step: int) -> TrainOutcome:
     run = session.run
     write_domain_report(run.run_dir)  # domains.md + plots/domain_weights.png
     if final_eval_due(run):
-        session.evaluation.run(run.run_dir, "trained", trained_engine(run))
+        session.evaluation.run(run.run_dir, "trained", trained_engine(run, version=last_step + 1))
         session.evaluation.finish(run.run_dir)
     return TrainOutcome(run_dir=run.run_dir, last_step=last_step, stopped_early=run.stop)
 
 
-def trained_engine(run: Run) -> Engine:
-    """The engine the trained model is evaluated with: the run's own, or with LoRA one over a merged copy
-    of the policy (adapters folded into the weights), the dense model ``execrl export`` writes and
-    ``execrl eval``/``serve`` load, so the run's held-out score is the exported model's. With
+def trained_engine(run: Run, *, version: int) -> Engine:
+    """The engine the trained model (weights ``version``) is evaluated with: the run's own, or with LoRA one
+    over a merged copy of the policy (adapters folded into the weights), the dense model ``execrl export``
+    writes and ``execrl eval``/``serve`` load, so the run's held-out score is the exported model's. With
     ``lora.fold_for_sampling`` the run's engine already samples such a copy (the same fold arithmetic), so
-    no second one is made."""
+    no second one is made. An engine with weights of its own (vLLM) gets ``version`` first where no publish
+    synced it (the one-step-off loop's engine holds the behaviour copy's; under Ray the driver's engine is
+    not the workers'); it serves LoRA adapters itself."""
+    if hasattr(run.engine, "sync_weights"):
+        if getattr(run.engine, "version", None) != version:
+            run.engine.sync_weights(run.model, version)
+        return run.engine
     if not has_adapters(run.model) or run.config.lora.fold_for_sampling:
         return run.engine
     merged = merged_copy(run.model)

@@ -20,6 +20,14 @@ weights the behaviour copy holds, so the same step code runs on both and gives t
 Resume is bit-exact: the behaviour copy is saved in every checkpoint (``behaviour_policy.safetensors``),
 so a resumed run regenerates the in-flight rollout with the same weights and seeds.
 
+With an engine of its own (``rollout.engine=vllm``, one process for the run): that engine is the rollout's,
+and ``OneStepOff`` syncs the behaviour copy into it (verified, ``sync/*`` metrics of the step) on this thread
+before each rollout starts, so the engine gets the weights one step late, exactly as the behaviour copy
+does; the executor does not sync it on publish (the rollout thread is using it then), and the final
+evaluation syncs the trained weights (``loop.trained_engine``). The behaviour log-probs mu are the
+engine's own, so the truncated importance weight corrects the staleness and the engine/trainer mismatch
+at once.
+
 Limits: generation and the update share the CPU cores (PyTorch intra-op threads of both threads compete),
 and a tiny model's generation is Python-bound (the GIL), so on 2 cores the overlap gains less than the
 1.2-2.8x GPU frameworks report; ``execrl bench pipeline`` measures it. Memory: one more copy of the
@@ -38,7 +46,7 @@ import torch
 
 from execrl.components import setup
 from execrl.config import ConfigError, TrainConfig
-from execrl.distributed import Executor
+from execrl.distributed import Executor, InProcessExecutor
 from execrl.episodes import Environment, StepEpisodes, episodes_to_batch, group_index, reward_tensors
 from execrl.episodes.batch import aligned_logprobs
 from execrl.recipes.audit import audit_step
@@ -130,6 +138,7 @@ def train_step(
     t2 = time.perf_counter()
     metrics.update(logprob_gap_metric(gap, metrics))  # generation vs training log-probs
     metrics.update(off_metrics)  # train/offpolicy_ratio_*, train/offpolicy_clipped_frac
+    metrics.update(rollouts.take_sync_metrics())  # vLLM: the behaviour copy's sync into the engine (sync/*)
     metrics.update(step_metrics(run, step, groups, weights, environment, sample_s=t1 - t0, update_s=t2 - t1))
     metrics["train/offpolicy_staleness_steps"] = 0.0 if step == 0 else 1.0  # t >= 1: sampled by t-1
     metrics.update(audit)  # reward hacking (see above for why it ran before the update)
@@ -175,7 +184,15 @@ class OneStepOff:
         self.executor = executor
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="execrl-rollout")
         self.pending: Future[tuple[dict[str, float], StepEpisodes]] | None = None
-        self.engine = setup.rollout_engine(run.config, run.behaviour_model, run.tokenizer)  # type: ignore[arg-type]
+        # An engine with weights of its own (vLLM) is the run's, fed from the behaviour copy (module doc);
+        # under Ray the workers' engines sample and this one is never called (no second engine process).
+        own = hasattr(run.engine, "sync_weights")
+        self.syncs = own and isinstance(executor, InProcessExecutor)
+        self.sync_metrics: dict[str, float] = {}
+        if own:
+            self.engine = run.engine
+        else:
+            self.engine = setup.rollout_engine(run.config, run.behaviour_model, run.tokenizer)  # type: ignore[arg-type]
         if run.start_step > 0:  # resume: step start_step is sampled by the checkpointed behaviour copy
             executor.publish_weights(run.behaviour_model, version=run.start_step - 1)
 
@@ -203,6 +220,7 @@ class OneStepOff:
         """Step ``step``'s domain weights and groups: from the rollout in flight, or (the first step of a run
         or of a resume) sampled now by the behaviour copy, which holds version ``step - 1``."""
         if self.pending is None:
+            self._sync_engine(max(step - 1, 0))
             return self._sample(step, max(step - 1, 0))
         return self.pending.result()
 
@@ -211,7 +229,19 @@ class OneStepOff:
         copy and start step ``step + 1``'s rollout with them (none after the last step)."""
         _load_weights(self.behaviour_model, self.run.model)
         if step + 1 < self.run.config.run.total_steps:
+            self._sync_engine(step)
             self.pending = self.thread.submit(self._sample, step + 1, step)
+
+    def _sync_engine(self, version: int) -> None:
+        """An engine of its own gets the behaviour copy as ``version`` (verified; none when it holds it)."""
+        if self.syncs and getattr(self.engine, "version", None) != version:
+            report = self.engine.sync_weights(self.behaviour_model, version)  # type: ignore[attr-defined]
+            self.sync_metrics = report.metrics()
+
+    def take_sync_metrics(self) -> dict[str, float]:
+        """The ``sync/*`` metrics of the sync since the last call (none: nothing was synced)."""
+        metrics, self.sync_metrics = self.sync_metrics, {}
+        return metrics
 
 
 def _load_weights(target: torch.nn.Module, source: torch.nn.Module) -> None:

@@ -3,14 +3,16 @@
 An engine turns prompt token ids and :class:`SamplingParams` into a :class:`RolloutBatch`. Built in: ``"hf"``,
 the CPU reference (:class:`execrl.rollout.hf_engine.HFEngine`, shared-prompt decoding where the model allows
 it), and ``"hf-generic"``, the same engine forced onto the model's own forward with a per-row prompt cache
-(for models the shared decoder does not cover exactly, or to compare the two). Other backends (a vLLM
-server, say) register a factory under a new name with :func:`register_engine`; heavy backends must import
-their library inside the factory, so that choosing ``"hf"`` never imports them.
+(for models the shared decoder does not cover exactly, or to compare the two). ``"vllm"``: vLLM in a process
+and a virtual environment of its own (:mod:`execrl.rollout.vllm_engine`, built by ``scripts/setup.sh
+--vllm``); its factory here takes the default ``[vllm]`` settings (a run builds its own from the config in
+``execrl.components.setup``). Other backends register a factory under a new name with
+:func:`register_engine`; heavy backends must import their library inside the factory, so that choosing
+``"hf"`` never imports them.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -95,18 +97,8 @@ def list_engines() -> list[str]:
 
 
 def create_engine(name: str, *, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Engine:
-    """Build the engine registered as ``name`` around ``model`` and ``tokenizer``."""
-    if name == "vllm" and name not in _ENGINES:
-        installed = importlib.util.find_spec("vllm") is not None
-        reason = (
-            "vLLM is installed, but execrl has no vLLM engine yet"
-            if installed
-            else "vLLM is not installed (it needs a CUDA GPU: `pip install vllm`), and execrl has no vLLM engine yet"
-        )
-        raise ValueError(
-            f"rollout engine 'vllm' is not available: {reason}; use engine 'hf' "
-            f"(known: {', '.join(list_engines())})"
-        )
+    """Build the engine registered as ``name`` around ``model`` and ``tokenizer``. ``"vllm"`` without its
+    environment raises ``vllm_engine.EngineUnavailable`` in one line: how to build it, or use ``hf``."""
     return _ENGINES.get(name)(model, tokenizer)  # an unknown name raises ValueError listing the known ones
 
 
@@ -122,3 +114,10 @@ def _hf_generic_engine(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBas
     from execrl.rollout.hf_engine import HFEngine
 
     return HFEngine(model, tokenizer, shared_prompt_decode=False)
+
+
+@register_engine("vllm")
+def _vllm_engine(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Engine:
+    from execrl.rollout.vllm_engine import VLLMEngine, VLLMSettings
+
+    return VLLMEngine.for_model(model, tokenizer, settings=VLLMSettings())

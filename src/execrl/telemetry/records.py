@@ -48,6 +48,7 @@ METRIC_NAMESPACES: tuple[str, ...] = (
     "executor",  # execrl.distributed: weight versions used, retries, replaced workers, failed tasks
     "refine",  # multi-turn refine RL (refine/env.py): turns, fix rate, invalid turns, hidden passes
     "tools",  # tool-calling episodes (tools/env.py): calls, parse errors, tool time, session memory
+    "sync",  # weight sync into an engine of its own (rollout.engine=vllm): seconds, bytes, the verify probe
 )
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.@\-]+(/[A-Za-z0-9_.@\-]+)+$")
 NONFINITE_KEY = "nonfinite"

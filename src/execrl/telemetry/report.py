@@ -250,6 +250,43 @@ def _hack_blocks(
     ]
 
 
+SYNC_COLUMNS = (
+    ("sync/s", "sync s"),
+    ("sync/verify_s", "verify s"),
+    ("sync/bytes", "MB"),
+    ("sync/probe_max_abs_diff", "probe max diff"),
+    ("rollout/logprob_max_abs_diff", "rollout max diff"),
+    ("rollout/logprob_mean_abs_diff", "rollout mean diff"),
+    ("train/offpolicy_clipped_frac", "TIS clipped"),
+)
+
+
+def _sync_blocks(rows: Sequence[MetricRow]) -> list[Block]:
+    """Per step: the weight sync into an engine of its own (rollout.engine=vllm) and the engine-vs-trainer
+    log-prob mismatch the update corrected; nothing for a run whose engine is the trainer's own forward."""
+    synced = [r for r in rows if "sync/s" in r.metrics]
+    if not synced:
+        return []
+
+    def cell(row: MetricRow, key: str) -> str:
+        value = row.metrics.get(key)
+        if value is None:
+            return "–"
+        return f"{value / 1e6:.0f}" if key == "sync/bytes" else _num(value)
+
+    table = tuple((str(r.step), *(cell(r, key) for key, _ in SYNC_COLUMNS)) for r in synced)
+    text = (
+        "Each update's weights pushed into the engine and verified (a fixed probe scored by the engine and the "
+        "trainer; checksums per bucket); the rollout's log-probs against the trainer's recomputed ones, "
+        "corrected by truncated importance sampling."
+    )
+    return [
+        Heading("Weight sync and engine mismatch"),
+        Paragraph(text),
+        Table(("step", *(name for _, name in SYNC_COLUMNS)), table),
+    ]
+
+
 def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -347,6 +384,7 @@ def write_report(run_dir: str | Path, eval_results: Mapping[str, Any] | None = N
         Heading("Training curves"),
         Paragraph("Faint: raw values; bold: trailing mean; dashed red: steps where an alarm fired."),
         Image("plots/training_curves.png", "training curves"),
+        *_sync_blocks(rows),
         Heading("Final and best metrics"),
         _summary_table(summarize_metrics(rows)),
         *_alarm_blocks(alarms),

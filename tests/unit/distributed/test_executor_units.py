@@ -133,3 +133,34 @@ def test_train_flags_set_the_executor_keys() -> None:
         [sys.executable, "-m", "execrl.cli", *argv], capture_output=True, text=True, check=True
     )
     assert 'kind = "ray"' in out.stdout and 'ray_address = "10.0.0.1:6379"' in out.stdout
+
+
+def test_in_process_executor_syncs_an_engine_with_weights_of_its_own() -> None:
+    """rollout.engine=vllm: ``publish_weights`` pushes into the engine, and the step's metrics carry the
+    sync's ``sync/*`` once (the next step starts empty)."""
+    from execrl.components.sampling import StepSampler
+    from execrl.episodes import LocalBackend
+    from execrl.rollout.types import SamplingParams
+
+    class Report:
+        def metrics(self) -> dict[str, float]:
+            return {"sync/s": 0.25, "sync/verify_s": 0.125}
+
+    class Engine:
+        synced: list[int] = []
+
+        def sync_weights(self, model: object, version: int) -> Report:
+            self.synced.append(version)
+            return Report()
+
+    engine = Engine()
+    backend = LocalBackend(engine, None)  # type: ignore[arg-type]
+    sampler = StepSampler(None, backend, SamplingParams(), seed=1)  # type: ignore[arg-type]
+    executor = InProcessExecutor(sampler)
+    executor.publish_weights(None, version=5)  # type: ignore[arg-type]
+    assert engine.synced == [5]
+    assert executor.step_metrics(4) == {"sync/s": 0.25, "sync/verify_s": 0.125}
+    assert executor.step_metrics(5) == {}
+    one_step_off = InProcessExecutor(sampler, syncs_engine=False)  # its rollout thread holds the engine
+    one_step_off.publish_weights(None, version=6)  # type: ignore[arg-type]
+    assert engine.synced == [5] and one_step_off.step_metrics(5) == {}

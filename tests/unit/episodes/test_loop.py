@@ -149,3 +149,46 @@ def test_an_engine_with_submit_is_driven_request_by_request(tokenizer) -> None: 
                           params=SamplingParams(samples_per_prompt=2, max_new_tokens=8))  # fmt: skip
     assert all(n == 1 for n in engine.submitted) and len(engine.submitted) == 2 + 4 + 4
     assert all(e.passed and len(e.turns) == 3 for e in result.episodes)
+
+
+class _Continuous(_Recording):
+    """An engine that also offers ``submit`` (the vLLM engine's interface); records both kinds of call."""
+
+    def __init__(self, tokenizer: Any, script: Any, refuse: str = "") -> None:
+        super().__init__(tokenizer, script)
+        self.submitted: list[int] = []
+        self.refuse = refuse
+
+    def submit(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> Future[RolloutBatch]:
+        if self.refuse and self.refuse in self.tokenizer.decode(list(prompts[0])):
+            raise ValueError("a prompt plus max_new_tokens needs 9999 tokens, beyond the engine's context")
+        self.submitted.append(len(prompts))
+        future: Future[RolloutBatch] = Future()
+        future.set_result(super().generate(prompts, params))
+        return future
+
+
+def test_a_one_turn_call_on_a_continuous_engine_is_one_seeded_generate(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """Issue 37 on the spine: a one-turn environment on the vLLM engine makes one seeded ``generate`` (the
+    engine's reproducible path, what ``--resume`` relies on), not a ``submit`` per group (unseeded); a
+    multi-turn call on the same backend still submits. Before the fix every call went through ``submit``."""
+    engine = _Continuous(tokenizer, lambda *_: "good")
+    backend = LocalBackend(engine, tokenizer)
+    params = SamplingParams(samples_per_prompt=2, max_new_tokens=8, seed=3)
+    run_episodes(ScriptedEnvironment(max_turns=1), backend, _tasks(3), params=params)
+    assert engine.calls == [(3, 2, 3)] and engine.submitted == []
+    run_episodes(ScriptedEnvironment(reply=_feedback), backend, _tasks(1), params=params)
+    assert engine.calls[1] == (1, 2, 3)  # the group's first turn, then each episode's turns one by one
+    assert len(engine.submitted) == len(engine.calls) - 1 == 1 + 2 * 2  # 3 turns, 2 episodes
+
+
+def test_a_prompt_a_continuous_engine_refuses_ends_only_its_episode(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """``submit`` raising ValueError (the vLLM engine refuses a prompt beyond its context before queueing
+    it) ends that request's episodes with ``stop="error"``; the others go on. Before the fix the
+    exception escaped ``LocalBackend.submit`` and ended the whole rollout call."""
+    engine = _Continuous(tokenizer, lambda *_: "good", refuse="question 1")
+    result = run_episodes(ScriptedEnvironment(reply=_feedback), LocalBackend(engine, tokenizer), _tasks(2),
+                          params=SamplingParams(samples_per_prompt=2, max_new_tokens=8))  # fmt: skip
+    stops = [(e.task_index, e.stop) for e in result.episodes]
+    assert stops == [(0, "answer"), (0, "answer"), (1, "error"), (1, "error")]
+    assert "beyond the engine's context" in result.episodes[2].error

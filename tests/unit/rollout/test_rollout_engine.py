@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from hf_reference import hf_greedy
@@ -244,14 +246,24 @@ def test_bad_prompts_are_rejected(
         _engine(flat_model, tokenizer).generate(prompts, SamplingParams())
 
 
-def test_engine_registry(flat_model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+def test_engine_registry(
+    flat_model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from execrl.rollout.vllm_engine import EngineUnavailable
+
     assert isinstance(create_engine("hf", model=flat_model, tokenizer=tokenizer), HFEngine)
     generic = create_engine("hf-generic", model=flat_model, tokenizer=tokenizer)
     assert isinstance(generic, HFEngine) and generic.shared_prompt_decode is False
-    with pytest.raises(ValueError, match=r"unknown rollout engine 'nope'; known engines: hf, hf-generic"):
+    with pytest.raises(
+        ValueError, match=r"unknown rollout engine 'nope'; known engines: hf, hf-generic, vllm"
+    ):
         create_engine("nope", model=flat_model, tokenizer=tokenizer)
-    with pytest.raises(ValueError, match="rollout engine 'vllm' is not available"):
-        create_engine("vllm", model=flat_model, tokenizer=tokenizer)
+    monkeypatch.setenv("EXECRL_VLLM_PYTHON", str(tmp_path / "no-venv" / "python"))
+    with pytest.raises(EngineUnavailable, match=r"scripts/setup.sh --vllm.*or use rollout.engine=hf"):
+        create_engine("vllm", model=flat_model, tokenizer=tokenizer)  # no engine venv: one line, how to fix
     with pytest.raises(ValueError, match="already registered"):
         register_engine("hf")(lambda model, tokenizer: HFEngine(model, tokenizer))
 

@@ -97,6 +97,23 @@ def test_write_report_per_suite_map_and_without_eval(tmp_path):
     assert "Evaluation" not in md and "Training curves" in md
 
 
+def test_a_run_with_an_engine_of_its_own_reports_sync_and_mismatch_per_step(tmp_path):
+    """rollout.engine=vllm: the report shows each step's sync time and the engine-vs-trainer mismatch."""
+    with RunTelemetry(tmp_path, rules=[], tensorboard=False) as tel:
+        for step in range(2):
+            tel.log(
+                step,
+                {"reward/mean": 0.1, "sync/s": 0.25 + step, "sync/verify_s": 0.125, "sync/bytes": 269e6,
+                 "sync/probe_max_abs_diff": 0.2, "rollout/logprob_max_abs_diff": 0.45,
+                 "rollout/logprob_mean_abs_diff": 0.025},
+            )  # fmt: skip
+    md = write_report(tmp_path, None).read_text()
+    assert "## Weight sync and engine mismatch" in md
+    assert "| 1 | 1.25 | 0.125 | 269 | 0.2 | 0.45 | 0.025 | – |" in md
+    make_run(tmp_path / "hf")
+    assert "Weight sync" not in write_report(tmp_path / "hf", None).read_text()
+
+
 def test_bad_eval_results_name_the_path():
     bad = {"models": {"base": {"pass@1": {"value": 0.1, "ci_low": 0.0}}}}
     with pytest.raises(
