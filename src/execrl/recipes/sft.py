@@ -167,6 +167,7 @@ TRAINER_DEFAULTS = (
     "loss_sum_norm_length", "loss_sum_norm_by_sequences", "advantage_estimator", "advantage_std_eps", "gamma",
     "gae_lambda", "value_coef", "value_clip_eps", "kl_coef", "kl_estimator", "kl_in_reward", "entropy_coef",
     "logprob_temperature", "logprob_chunk_tokens", "share_prompt_forward",
+    "precision",  # SFT updates in fp32 (trainer.precision is the RL trainer's)
 )  # fmt: skip
 
 
