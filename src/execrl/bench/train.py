@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from execrl.bench._report import write_report
+from execrl.bench._tasks import pick_tasks
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -134,19 +135,6 @@ class CodeReward:
 
     def rewards(self, task_indices: Sequence[int], texts: Sequence[str]) -> list[float]:
         return [s.reward for s in self.score(task_indices, texts)]
-
-
-def pick_tasks(tasks: Sequence[Task], count: int) -> tuple[Task, ...]:
-    """The ``count`` easiest tasks, one per family (deterministic: sorted by difficulty, then id)."""
-    chosen: list[Task] = []
-    families: set[str] = set()
-    for task in sorted(tasks, key=lambda t: (t.metadata.difficulty, t.id)):
-        if task.metadata.family not in families:
-            chosen.append(task)
-            families.add(task.metadata.family)
-        if len(chosen) == count:
-            return tuple(chosen)
-    raise ValueError(f"--prompts={count}, but the suite has only {len(chosen)} task families")
 
 
 def prompt_texts(tasks: Sequence[Task]) -> list[str]:

@@ -94,8 +94,8 @@ def _write_batch(args: argparse.Namespace, path: Path) -> float:
     the mean |advantage| over response tokens (what a token-mean loss of same-signed advantages is)."""
     import torch
 
+    from execrl.bench._tasks import pick_tasks
     from execrl.bench.long_context import SyntheticReward
-    from execrl.bench.train import pick_tasks
     from execrl.episodes import LocalBackend, episodes_to_batch, run_episodes
     from execrl.rollout import SamplingParams, create_engine, load_model_and_tokenizer
     from execrl.rollout.models import default_model_dir
