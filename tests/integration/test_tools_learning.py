@@ -81,7 +81,7 @@ def before_after(rows: list[dict[str, float]], key: str) -> tuple[float, float]:
     return sum(map(value, rows[:2])) / 2, sum(map(value, rows[-4:])) / 4
 
 
-@pytest.mark.slow
+@pytest.mark.long  # ~160 s on 2 cores: `pytest -m long` (CI stays under 20 minutes)
 def test_tool_use_reward_rises_on_toy_domain(tmp_path: Path) -> None:
     rows = _learn(tmp_path, seed=SEED, learning_rate=1e-3)
     assert [r["step"] for r in rows] == list(range(STEPS))

@@ -74,8 +74,8 @@ def _staged_source(args: argparse.Namespace) -> Path | None:
         return None
     try:
         return Path(path) if "stages" in tomllib.loads(Path(path).read_text(encoding="utf-8")) else None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
-        return None  # load_config reports it as one error line
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError, RecursionError):
+        return None  # load_config reports it as one error line (a file nested too deep included)
 
 
 def _train_staged(args: argparse.Namespace, path: Path) -> int:

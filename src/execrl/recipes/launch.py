@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -90,6 +91,9 @@ def check_nproc(nproc: int, config: TrainConfig) -> None:
         )
 
 
+_AGENT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
 def launch_ranks(nproc: int, argv: list[str], *, shutdown_timeout_s: float = 600.0) -> int:
     """Run ``python -m execrl train ARGV`` as ``nproc`` ranks (``elastic_launch``); returns the exit code.
     Ranks 1..N-1 write their output to log files (rank 0 owns the console)."""
@@ -107,6 +111,9 @@ def launch_ranks(nproc: int, argv: list[str], *, shutdown_timeout_s: float = 600
         logs_specs=DefaultLogsSpecs(log_dir=str(logs), redirects={r: Std.ALL for r in range(1, nproc)}),
     )  # fmt: skip
     os.environ[_LOGS_ENV] = str(logs)
+    # The elastic agent installs its own SIGINT/SIGTERM/SIGHUP/SIGQUIT handlers and leaves them behind: a
+    # later run in this process (a test, a notebook) would get torch's SignalException instead of Ctrl-C.
+    saved = {sig: signal.getsignal(sig) for sig in _AGENT_SIGNALS}
     try:
         elastic_launch(config, sys.executable)("-m", "execrl", "train", *argv)
     except ChildFailedError as exc:
@@ -116,6 +123,8 @@ def launch_ranks(nproc: int, argv: list[str], *, shutdown_timeout_s: float = 600
         return 130
     finally:
         os.environ.pop(_LOGS_ENV, None)
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
     shutil.rmtree(logs, ignore_errors=True)
     return 0
 

@@ -80,8 +80,9 @@ def _checked_inputs(args: argparse.Namespace) -> tuple[str, str | None, Any]:
 
 @contextlib.contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM raises ``KeyboardInterrupt`` inside the block, as Ctrl-C does, so the finished episodes are
-    written before the process ends (the default action kills it on the spot). Main thread only."""
+    """SIGTERM (and SIGINT) raise ``KeyboardInterrupt`` inside the block, as Ctrl-C does, so the finished
+    episodes are written before the process ends (SIGTERM's default action kills it on the spot). Main
+    thread only."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -89,11 +90,13 @@ def _sigterm_interrupts() -> Iterator[None]:
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    # SIGINT too: whatever handler an embedding process left installed, Ctrl-C ends the run the same way
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _write_report(

@@ -126,7 +126,7 @@ def test_bench_group_lists_missing_benchmarks_as_not_available(capsys: pytest.Ca
     assert set(BENCHMARKS) == {
         "sandbox", "rewards", "rollout", "train", "asserts", "audit", "pipeline", "scheduler", "serve",
         "executor", "sandbox-service", "runtimes", "seccomp", "refine-kv", "sessions", "long-context", "lora",
-        "sft",
+        "sft", "engines",
     }  # fmt: skip
     args = parser.parse_args(["bench", "sandbox", "--limit", "3", "--soak"])
     assert (args.limit, args.soak, args.concurrency) == (3, 20_000, 2)
