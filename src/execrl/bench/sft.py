@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -45,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from execrl.bench._report import write_report
+from execrl.bench._report import trl_versions_and_host, write_report
 
 if TYPE_CHECKING:
     from execrl.bench._trl_sft_side import TRLSftResult
@@ -197,9 +196,6 @@ def _report(
     args: argparse.Namespace, model_dir: Path, rows: list[RenderedConversation], ours: Side, theirs: Side,
     result: TRLSftResult, loss_execrl: float,
 ) -> dict[str, Any]:  # fmt: skip
-    import torch
-    import transformers
-    import trl
 
     capacity = args.tokens_per_row
     tokens = sum(len(r.token_ids) for r in rows)
@@ -231,16 +227,7 @@ def _report(
         },
         "trl_settings": _trl_settings(args),
         "notes": NOTES,
-        "versions": {
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "trl": trl.__version__,
-        },
-        "host": {
-            "cpus": os.cpu_count(),
-            "machine": platform.machine(),
-            "load_avg_1m_after": os.getloadavg()[0],
-        },
+        **trl_versions_and_host(),
     }
 
 

@@ -44,7 +44,6 @@ import argparse
 import gc
 import math
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -55,7 +54,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from execrl.bench._report import write_report
+from execrl.bench._report import trl_versions_and_host, write_report
 from execrl.bench._tasks import pick_tasks
 
 if TYPE_CHECKING:
@@ -387,9 +386,6 @@ def _report(
     theirs: SideTiming,
     checks: Sequence[LossCheck],
 ) -> dict[str, Any]:
-    import torch
-    import transformers
-    import trl
 
     return {
         "benchmark": "train",
@@ -412,16 +408,7 @@ def _report(
         "loss_checks": [asdict(c) for c in checks],
         **_headline_check(checks, args.loss_type),
         "notes": _notes(args),
-        "versions": {
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "trl": trl.__version__,
-        },
-        "host": {
-            "cpus": os.cpu_count(),
-            "machine": platform.machine(),
-            "load_avg_1m_after": os.getloadavg()[0],
-        },
+        **trl_versions_and_host(),
     }
 
 
